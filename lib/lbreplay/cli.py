@@ -1,0 +1,115 @@
+"""The ``lbreplay`` command line (DESIGN.md §3). Thin: every command delegates to a module.
+
+Heavy imports (pyspark, great_expectations) happen inside the commands, so ``decide`` starts fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from lbreplay.errors import EXIT_FAILURE, EXIT_USAGE, LbReplayError
+from lbreplay.paths import DEFAULT_LAKE
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Replay and what-if analysis of Pulsar load balancing.")
+
+LakeOpt = typer.Option(DEFAULT_LAKE, "--lake", help="Lake location (directory or storage URI).")
+MasterOpt = typer.Option(None, "--master", help="Spark master (default local[*]; spark-submit's wins).")
+QuietOpt = typer.Option(False, "--quiet", help="No progress output.")
+
+
+@app.command()
+def generate(
+    scenario: str = typer.Option(..., "--scenario", help="Scenario name under conf/scenarios/ or a YAML file."),
+    cluster: str = typer.Option(..., "--cluster", help="Cluster name written into every row."),
+    seed: int = typer.Option(42, "--seed", help="Random seed; same seed -> identical tables."),
+    size: Optional[str] = typer.Option(None, "--size", help="Override the scenario size: S or M."),
+    lake: str = LakeOpt,
+    master: Optional[str] = MasterOpt,
+    quiet: bool = QuietOpt,
+) -> None:
+    """Write a deterministic synthetic cluster history into the input tables."""
+    from lbreplay.lake.generator import generate_command
+
+    generate_command(scenario=scenario, cluster=cluster, seed=seed, size=size, lake=lake, master=master, quiet=quiet)
+
+
+@app.command()
+def ingest(
+    source: Path = typer.Option(..., "--source", help="Directory of Pulsar load-report JSON dumps."),
+    cluster: str = typer.Option(..., "--cluster"),
+    lake: str = LakeOpt,
+    master: Optional[str] = MasterOpt,
+) -> None:
+    """Load real Pulsar dumps (LocalBrokerData, BundleData, TimeAverageBrokerData, BrokerLoadData, TopBundlesLoadData)."""
+    from lbreplay.lake.ingest import ingest_command
+
+    ingest_command(source=source, cluster=cluster, lake=lake, master=master)
+
+
+@app.command()
+def validate(
+    cluster: Optional[str] = typer.Option(None, "--cluster", help="Only this cluster (default: all)."),
+    lake: str = LakeOpt,
+    master: Optional[str] = MasterOpt,
+) -> None:
+    """Run the Great Expectations suites on the input tables; exit 3 on failure."""
+    from lbreplay.lake.validation import validate_command
+
+    validate_command(cluster=cluster, lake=lake, master=master)
+
+
+@app.command()
+def sql(
+    query: str = typer.Argument(..., help="Spark SQL; tables live in the `lbreplay` database."),
+    format: str = typer.Option("table", "--format", help="table | csv | json (one object per line)."),
+    lake: str = LakeOpt,
+    master: Optional[str] = MasterOpt,
+) -> None:
+    """Run Spark SQL against the registered tables."""
+    from lbreplay.lake.sql import sql_command
+
+    sql_command(query=query, fmt=format, lake=lake, master=master)
+
+
+@app.command()
+def decide(
+    request: str = typer.Option(..., "--request", help="Request JSON file, or - for standard input."),
+    seed: int = typer.Option(0, "--seed", help="Seed for Pulsar's random choices among equally good brokers."),
+) -> None:
+    """One leader tick on one snapshot (no Spark): shed, split, assign, lookup."""
+    from lbreplay.decide import decide_command
+
+    decide_command(request=request, seed=seed)
+
+
+def main() -> None:
+    """Console entry point: maps lbreplay errors to the contract's exit codes with a one-line reason."""
+    try:
+        app(standalone_mode=False)
+    except LbReplayError as exc:
+        print(f"lbreplay: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        print("lbreplay: aborted", file=sys.stderr)
+        sys.exit(EXIT_FAILURE)
+    except Exception as exc:  # click usage errors and anything else
+        import click
+
+        if isinstance(exc, click.exceptions.UsageError):
+            exc.show()
+            sys.exit(EXIT_USAGE)
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        print(f"lbreplay: {type(exc).__name__}: {exc}", file=sys.stderr)
+        sys.exit(EXIT_FAILURE)
+
+
+if __name__ == "__main__":
+    main()

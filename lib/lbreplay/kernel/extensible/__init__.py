@@ -1,0 +1,1 @@
+"""Extensible load manager (PIP-192): BrokerLoadData, TopKBundles, TransferShedder, split strategy."""

@@ -1,0 +1,50 @@
+"""``ResourceUsage.percentUsage`` and ``LocalBrokerData`` max-usage functions, vectorized.
+
+Resource columns are always in Pulsar's order: cpu, memory, directMemory, bandwidthIn, bandwidthOut.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lbreplay.kernel.config import PulsarConfig
+from lbreplay.kernel.version_profile import profile_for
+
+RESOURCES: tuple[str, ...] = ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut")
+CPU, MEMORY, DIRECT_MEMORY, BANDWIDTH_IN, BANDWIDTH_OUT = range(5)
+_HUNDRED = np.float32(100.0)
+
+
+def percent_usage(usage: np.ndarray, limit: np.ndarray) -> np.ndarray:
+    """``ResourceUsage.percentUsage()``: float32 ``usage/limit*100``; 0 where ``limit <= 0``."""
+    u = np.asarray(usage, dtype=np.float32)
+    lim = np.asarray(limit, dtype=np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = np.where(lim > 0, u / np.where(lim > 0, lim, np.float32(1)), np.float32(0)).astype(np.float32)
+    return (p * _HUNDRED).astype(np.float32)
+
+
+def max_resource_usage(usage: np.ndarray, limit: np.ndarray, conf: PulsarConfig) -> np.ndarray:
+    """``LocalBrokerData.getMaxResourceUsage()`` (float32 / 100) per broker; memory only up to 2.11 (#19559)."""
+    pct = percent_usage(usage, limit)
+    cols = [CPU, DIRECT_MEMORY, BANDWIDTH_IN, BANDWIDTH_OUT]
+    if profile_for(conf["pulsarVersion"]).max_usage_includes_memory:
+        cols.insert(1, MEMORY)
+    return (pct[:, cols].max(axis=1) / _HUNDRED).astype(np.float32).astype(np.float64)
+
+
+def weighted_max_usage(usage: np.ndarray, limit: np.ndarray, conf: PulsarConfig) -> np.ndarray:
+    """``getMaxResourceUsageWithWeight`` (double): 4-arg form since 3.0, 5-arg (with memory) up to 2.11."""
+    pct = percent_usage(usage, limit).astype(np.float64)
+    w = np.asarray(conf.resource_weights(), dtype=np.float64)
+    cols = [CPU, DIRECT_MEMORY, BANDWIDTH_IN, BANDWIDTH_OUT]
+    if profile_for(conf["pulsarVersion"]).weighted_max_includes_memory:
+        cols.insert(1, MEMORY)
+    return (pct[:, cols] * w[cols]).max(axis=1) / 100.0
+
+
+def overload_check_usage(usage: np.ndarray, limit: np.ndarray, conf: PulsarConfig) -> np.ndarray:
+    """The usage Overload checks compare with the threshold: weighted since PIP-358 (4.0), else getMaxResourceUsage."""
+    if profile_for(conf["pulsarVersion"]).overload_checks_weighted:
+        return weighted_max_usage(usage, limit, conf)
+    return max_resource_usage(usage, limit, conf)

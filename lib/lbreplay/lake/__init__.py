@@ -1,0 +1,1 @@
+"""The lakehouse: input tables, generator, ingest, validation, SQL."""

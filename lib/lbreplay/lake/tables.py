@@ -1,0 +1,226 @@
+"""The lake's Delta tables (DESIGN.md §4): explicit schemas with unit comments, idempotent creation,
+registration in the ``lbreplay`` database, and atomic writes.
+
+Input tables are partitioned by ``cluster`` and ``date`` (UTC day of ``ts``); output tables by ``run_id``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+DATABASE = "lbreplay"
+RESOURCES = ("cpu", "memory", "direct_memory", "bandwidth_in", "bandwidth_out")
+RESOURCE_UNITS = {
+    "cpu": "percent of one core (limit = 100 x cores)",
+    "memory": "MiB (JVM heap)",
+    "direct_memory": "MiB (JVM direct memory)",
+    "bandwidth_in": "Kbit/s (NIC rx; limit = NIC speed)",
+    "bandwidth_out": "Kbit/s (NIC tx; limit = NIC speed)",
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # Spark SQL type
+    comment: str
+    nullable: bool = True
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    columns: tuple[Column, ...]
+    partition_by: tuple[str, ...]
+    key: tuple[str, ...]
+    comment: str
+
+    def ddl_columns(self) -> str:
+        parts = []
+        for c in self.columns:
+            null = "" if c.nullable else " NOT NULL"
+            comment = c.comment.replace("'", "\\'")
+            parts.append(f"`{c.name}` {c.type}{null} COMMENT '{comment}'")
+        return ",\n  ".join(parts)
+
+    def struct_type(self) -> Any:
+        from pyspark.sql.types import StructType, _parse_datatype_string
+
+        schema = StructType()
+        for c in self.columns:
+            schema.add(c.name, _parse_datatype_string(c.type), c.nullable, {"comment": c.comment})
+        return schema
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+
+def _c(name: str, type_: str, comment: str, nullable: bool = True) -> Column:
+    return Column(name, type_, comment, nullable)
+
+
+_RES_COLS = tuple(
+    col
+    for r in RESOURCES
+    for col in (
+        _c(f"{r}_usage", "DOUBLE", f"{r} usage, {RESOURCE_UNITS[r]} (ResourceUsage.usage)"),
+        _c(f"{r}_limit", "DOUBLE", f"{r} limit, {RESOURCE_UNITS[r]} (ResourceUsage.limit)"),
+    )
+)
+
+BROKER_LOAD = Table(
+    "broker_load",
+    (
+        _c("cluster", "STRING", "cluster name", False),
+        _c("ts", "TIMESTAMP", "snapshot time (UTC): one leader refresh = one tick", False),
+        _c("broker", "STRING", "broker id host:port (LocalBrokerData key)", False),
+        *_RES_COLS,
+        _c("msg_rate_in", "DOUBLE", "msg/s in (sum over bundles)"),
+        _c("msg_rate_out", "DOUBLE", "msg/s out"),
+        _c("msg_throughput_in", "DOUBLE", "bytes/s in"),
+        _c("msg_throughput_out", "DOUBLE", "bytes/s out"),
+        _c("num_topics", "BIGINT", "topics owned"),
+        _c("num_bundles", "INT", "bundles owned"),
+        _c("num_consumers", "INT", "consumers"),
+        _c("num_producers", "INT", "producers"),
+        _c("broker_version", "STRING", "brokerVersionString"),
+        _c("load_manager_class_name", "STRING", "loadManagerClassName"),
+        _c("persistent_topics_enabled", "BOOLEAN", "persistentTopicsEnabled"),
+        _c("non_persistent_topics_enabled", "BOOLEAN", "nonPersistentTopicsEnabled"),
+        _c("last_update", "TIMESTAMP", "when the broker last wrote this report (lastUpdate, UTC)"),
+        _c("date", "DATE", "UTC day of ts (partition)", False),
+    ),
+    ("cluster", "date"),
+    ("cluster", "ts", "broker"),
+    "One row per broker report as the leader saw it (LocalBrokerData). A broker without a row at a ts is not alive.",
+)
+
+BUNDLE_LOAD = Table(
+    "bundle_load",
+    (
+        _c("cluster", "STRING", "cluster name", False),
+        _c("ts", "TIMESTAMP", "snapshot time (UTC)", False),
+        _c("broker", "STRING", "reporting owner broker id host:port", False),
+        _c("bundle", "STRING", "full bundle name tenant/ns/0x%08x_0x%08x", False),
+        _c("namespace", "STRING", "tenant/ns"),
+        _c("range_lower", "BIGINT", "bundle range lower bound (inclusive), 0..2^32-1"),
+        _c("range_upper", "BIGINT", "bundle range upper bound (exclusive; inclusive at 0xffffffff)"),
+        _c("msg_rate_in", "DOUBLE", "msg/s in (NamespaceBundleStats.msgRateIn)"),
+        _c("msg_rate_out", "DOUBLE", "msg/s out"),
+        _c("msg_throughput_in", "DOUBLE", "bytes/s in"),
+        _c("msg_throughput_out", "DOUBLE", "bytes/s out"),
+        _c("topics", "BIGINT", "topics in the bundle"),
+        _c("consumer_count", "INT", "consumers"),
+        _c("producer_count", "INT", "producers"),
+        _c("cache_size", "BIGINT", "bytes"),
+        _c("date", "DATE", "UTC day of ts (partition)", False),
+    ),
+    ("cluster", "date"),
+    ("cluster", "ts", "bundle"),
+    "One row per bundle per snapshot from its owner's lastStats (NamespaceBundleStats).",
+)
+
+TOPIC_LOAD = Table(
+    "topic_load",
+    (
+        _c("cluster", "STRING", "cluster name", False),
+        _c("ts", "TIMESTAMP", "snapshot time (UTC)", False),
+        _c("topic", "STRING", "fully qualified topic name, e.g. persistent://tenant/ns/t", False),
+        _c("namespace", "STRING", "tenant/ns"),
+        _c("msg_rate_in", "DOUBLE", "msg/s in"),
+        _c("msg_rate_out", "DOUBLE", "msg/s out"),
+        _c("msg_throughput_in", "DOUBLE", "bytes/s in"),
+        _c("msg_throughput_out", "DOUBLE", "bytes/s out"),
+        _c("producer_count", "INT", "producers"),
+        _c("consumer_count", "INT", "consumers"),
+        _c("date", "DATE", "UTC day of ts (partition)", False),
+    ),
+    ("cluster", "date"),
+    ("cluster", "ts", "topic"),
+    "Optional per-topic stats; topics map to bundles by CRC32 of the full name.",
+)
+
+NAMESPACE_POLICY = Table(
+    "namespace_policy",
+    (
+        _c("cluster", "STRING", "cluster name", False),
+        _c("namespace", "STRING", "tenant/ns", False),
+        _c("initial_boundaries", "ARRAY<STRING>", "bundles.boundaries as 0x%08x strings"),
+        _c("num_bundles", "INT", "initial number of bundles"),
+        _c("anti_affinity_group", "STRING", "namespaceAntiAffinityGroup"),
+        _c("isolation_primary", "ARRAY<STRING>", "isolation policy primary broker regexes"),
+        _c("isolation_secondary", "ARRAY<STRING>", "isolation policy secondary broker regexes"),
+        _c("isolation_min_available", "INT", "auto_failover_policy min_limit"),
+        _c("shedding_excluded", "BOOLEAN", "in loadBalancerSheddingExcludedNamespaces"),
+    ),
+    ("cluster",),
+    ("cluster", "namespace"),
+    "Optional namespace policies (bundles, anti-affinity, isolation, shedding exclusion).",
+)
+
+QUARANTINE = Table(
+    "quarantine",
+    (
+        _c("cluster", "STRING", "cluster name"),
+        _c("table_name", "STRING", "input table the row failed in", False),
+        _c("rule", "STRING", "validation rule (expectation) name", False),
+        _c("column_name", "STRING", "column checked"),
+        _c("row_json", "STRING", "the failing row as JSON"),
+        _c("validated_at", "TIMESTAMP", "when validation ran (UTC)"),
+    ),
+    ("table_name",),
+    (),
+    "Rows that failed validation, with the rule that failed.",
+)
+
+INPUT_TABLES: dict[str, Table] = {t.name: t for t in (BROKER_LOAD, BUNDLE_LOAD, TOPIC_LOAD, NAMESPACE_POLICY)}
+ALL_TABLES: dict[str, Table] = {**INPUT_TABLES, QUARANTINE.name: QUARANTINE}
+
+
+def table_location(lake: str, name: str) -> str:
+    return f"{lake.rstrip('/')}/{name}"
+
+
+def ensure_table(spark: Any, lake: str, table: Table) -> None:
+    """Create the Delta table at ``<lake>/<name>`` if missing and register it in ``lbreplay`` (idempotent)."""
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
+    part = f"PARTITIONED BY ({', '.join(table.partition_by)})" if table.partition_by else ""
+    comment = table.comment.replace("'", "\\'")
+    spark.sql(
+        f"CREATE TABLE IF NOT EXISTS {DATABASE}.{table.name} (\n  {table.ddl_columns()}\n) USING delta {part} "
+        f"COMMENT '{comment}' LOCATION '{table_location(lake, table.name)}'"
+    )
+
+
+def ensure_tables(spark: Any, lake: str, tables: dict[str, Table] | None = None) -> None:
+    for t in (tables or ALL_TABLES).values():
+        ensure_table(spark, lake, t)
+
+
+def conform(df: Any, table: Table) -> Any:
+    """Select and cast ``df``'s columns to ``table``'s schema (order and types); adds ``date`` from ``ts``."""
+    from pyspark.sql import functions as F
+
+    cols = []
+    for c in table.columns:
+        if c.name == "date" and "date" not in df.columns:
+            cols.append(F.to_date(F.col("ts")).alias("date"))
+        elif c.name in df.columns:
+            cols.append(F.col(c.name).cast(c.type).alias(c.name))
+        else:
+            cols.append(F.lit(None).cast(c.type).alias(c.name))
+    return df.select(*cols)
+
+
+def replace_partitions(spark: Any, lake: str, table: Table, df: Any, where: str) -> None:
+    """Atomically replace the rows matching ``where`` (e.g. ``cluster = 'c1'``) with ``df``: one Delta commit."""
+    ensure_table(spark, lake, table)
+    (
+        conform(df, table)
+        .write.format("delta")
+        .mode("overwrite")
+        .option("replaceWhere", where)
+        .save(table_location(lake, table.name))
+    )

@@ -1,0 +1,162 @@
+"""SparkSession factory: decorates a builder with Delta Lake (like ``delta.configure_spark_with_delta_pip``).
+
+Embedded default: ``local[*]``, the lake under ``data/lake`` with its catalog (Derby metastore + warehouse)
+inside the lake, so two lakes never interfere. Under ``spark-submit`` (or with ``--master``) the caller's
+master, packages and confs win.
+
+Delta's jars are resolved from Maven Central by Spark's Ivy resolver on first start and cached under
+``~/.cache/lbreplay``; later starts pass the cached jars directly (no resolver, no network). Where Maven
+is configured with a mirror (``~/.m2/settings.xml``), Ivy is pointed at that mirror instead.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from lbreplay.paths import CACHE_DIR, DEFAULT_LAKE
+
+SCALA_BINARY = "2.13"
+MAVEN_CENTRAL = "https://repo1.maven.org/maven2/"
+DATABASE = "lbreplay"
+
+
+def delta_artifact() -> str:
+    """``io.delta:delta-spark_<spark major.minor>_2.13:<delta-spark version>`` (as delta's pip helper builds it)."""
+    from importlib.metadata import version
+
+    import pyspark
+
+    spark_mm = ".".join(pyspark.__version__.split(".")[:2])
+    return f"io.delta:delta-spark_{spark_mm}_{SCALA_BINARY}:{version('delta-spark')}"
+
+
+def maven_mirror_url(settings: Path | None = None) -> str | None:
+    """URL of a mirror of ``central`` / ``*`` configured for Maven in ``~/.m2/settings.xml``, if any."""
+    path = settings or Path.home() / ".m2" / "settings.xml"
+    if not path.is_file():
+        return None
+    text = path.read_text(encoding="utf-8", errors="replace")
+    for block in re.findall(r"<mirror>(.*?)</mirror>", text, flags=re.S):
+        of = re.search(r"<mirrorOf>\s*([^<]+?)\s*</mirrorOf>", block)
+        url = re.search(r"<url>\s*([^<]+?)\s*</url>", block)
+        blocked = re.search(r"<blocked>\s*true\s*</blocked>", block)
+        if of and url and not blocked and any(p.strip() in ("*", "central", "external:*") for p in of.group(1).split(",")):
+            return url.group(1).rstrip("/") + "/"
+    return None
+
+
+def _ivy_settings(cache: Path) -> Path:
+    root = maven_mirror_url() or MAVEN_CENTRAL
+    path = cache / "ivysettings.xml"
+    path.write_text(
+        "<ivysettings>\n  <settings defaultResolver=\"main\"/>\n  <resolvers>\n"
+        "    <chain name=\"main\" returnFirst=\"true\">\n"
+        f"      <ibiblio name=\"central\" m2compatible=\"true\" root=\"{root}\"/>\n"
+        "    </chain>\n  </resolvers>\n</ivysettings>\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def _manifest(cache: Path, artifact: str) -> Path:
+    return cache / "jars" / (artifact.replace(":", "_") + ".txt")
+
+
+def delta_jar_conf(cache: Path = CACHE_DIR) -> dict[str, str]:
+    """Spark confs that put Delta on the classpath: cached jars if resolved before, else the Ivy resolver."""
+    artifact = delta_artifact()
+    manifest = _manifest(cache, artifact)
+    if manifest.is_file():
+        jars = [line.strip() for line in manifest.read_text().splitlines() if line.strip()]
+        if jars and all(Path(j.removeprefix("file://")).is_file() for j in jars):
+            return {"spark.jars": ",".join(jars)}
+    cache.mkdir(parents=True, exist_ok=True)
+    return {
+        "spark.jars.packages": artifact,
+        "spark.jars.ivySettings": str(_ivy_settings(cache)),
+        "spark.jars.ivy": str(cache / "ivy"),
+    }
+
+
+def _remember_jars(spark: Any, cache: Path = CACHE_DIR) -> None:
+    conf = spark.sparkContext.getConf()
+    if conf.get("spark.jars.packages", "") != delta_artifact():
+        return
+    jars = [j for j in conf.get("spark.jars", "").split(",") if j]
+    if jars:
+        manifest = _manifest(cache, delta_artifact())
+        manifest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = manifest.with_suffix(".tmp")
+        tmp.write_text("\n".join(jars) + "\n")
+        tmp.replace(manifest)
+
+
+def lake_path(lake: str | os.PathLike[str] = DEFAULT_LAKE) -> str:
+    """Absolute lake location; URIs (``s3a://``, ``abfss://`` …) are returned unchanged."""
+    text = str(lake)
+    if "://" in text:
+        return text.rstrip("/")
+    return str(Path(text).expanduser().resolve())
+
+
+def configure_lbreplay(builder: Any, lake: str, *, master: str | None = None, conf: dict[str, str] | None = None) -> Any:
+    """Decorate a ``SparkSession.Builder`` with Delta, the lake's catalog and lbreplay's defaults."""
+    from pyspark import SparkContext
+
+    under_submit = SparkContext._active_spark_context is not None or "SPARK_SUBMIT_OPTS" in os.environ or bool(
+        os.environ.get("LBREPLAY_UNDER_SPARK_SUBMIT")
+    )
+    settings: dict[str, str] = {
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": "8",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.databricks.delta.snapshotPartitions": "2",
+        "spark.sql.sources.partitionOverwriteMode": "dynamic",
+    }
+    if "://" not in lake:
+        catalog = Path(lake) / "_catalog"
+        catalog.mkdir(parents=True, exist_ok=True)
+        settings.update(
+            {
+                "spark.sql.catalogImplementation": "hive",
+                "spark.sql.warehouse.dir": str(catalog / "warehouse"),
+                "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={catalog / 'metastore_db'};create=true",
+                "spark.driver.extraJavaOptions": f"-Dderby.system.home={catalog}",
+            }
+        )
+    if not under_submit:
+        settings["spark.master"] = master or "local[*]"
+        settings.update(delta_jar_conf())
+    elif master:
+        settings["spark.master"] = master
+    settings.update(conf or {})
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    return builder
+
+
+def get_spark(
+    lake: str | os.PathLike[str] = DEFAULT_LAKE,
+    *,
+    master: str | None = None,
+    conf: dict[str, str] | None = None,
+    app_name: str = "lbreplay",
+) -> Any:
+    """Create (or reuse) the SparkSession for ``lake`` and make sure the ``lbreplay`` database exists."""
+    os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+    from pyspark.sql import SparkSession
+
+    lake_abs = lake_path(lake)
+    builder = configure_lbreplay(SparkSession.builder.appName(app_name), lake_abs, master=master, conf=conf)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    _remember_jars(spark)
+    spark.conf.set("lbreplay.lake", lake_abs)
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
+    return spark

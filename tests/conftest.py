@@ -1,0 +1,33 @@
+"""Shared fixtures: one session-scoped SparkSession (local[2], few shuffle partitions, UI off) on a temp lake."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def lake(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tmp_path_factory.mktemp("lake"))
+
+
+@pytest.fixture(scope="session")
+def spark(lake: str) -> Iterator[object]:
+    from lbreplay.spark import get_spark
+
+    session = get_spark(
+        lake,
+        master="local[2]",
+        conf={
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.ui.enabled": "false",
+            "spark.databricks.delta.snapshotPartitions": "1",
+        },
+    )
+    yield session
+    session.stop()
