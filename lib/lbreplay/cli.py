@@ -86,6 +86,52 @@ def decide(
     decide_command(request=request, seed=seed)
 
 
+@app.command()
+def replay(
+    cluster: str = typer.Option(..., "--cluster"),
+    config: Optional[str] = typer.Option(None, "--config", help="YAML with pulsar:/replay: maps (or a preset name under conf/strategies/)."),
+    broker_conf: Optional[str] = typer.Option(None, "--broker-conf", help="A real broker.conf (properties)."),
+    set_: list[str] = typer.Option([], "--set", help="Override one key: key=value (replay.<opt>=v for replay options)."),
+    mode: Optional[str] = typer.Option(None, "--mode", help="closed-loop (what-if) or observed (audit)."),
+    run_id: Optional[str] = typer.Option(None, "--run-id", help="Run id (default: derived from inputs+config+seed)."),
+    seed: Optional[int] = typer.Option(None, "--seed"),
+    lake: str = LakeOpt,
+    master: Optional[str] = MasterOpt,
+    quiet: bool = QuietOpt,
+) -> None:
+    """One replay run; prints the run id."""
+    from lbreplay.replay.spark_replay import replay_command
+
+    replay_command(cluster, config, broker_conf, set_, mode, run_id, seed, lake, master, quiet)
+
+
+@app.command()
+def sweep(
+    cluster: str = typer.Option(..., "--cluster"),
+    grid: str = typer.Option(..., "--grid", help="YAML with pulsar:/replay: base and a grid: of keys to lists."),
+    seed: Optional[int] = typer.Option(None, "--seed"),
+    lake: str = LakeOpt,
+    master: Optional[str] = MasterOpt,
+    quiet: bool = QuietOpt,
+) -> None:
+    """Many replay runs (a grid of configs) in parallel Spark tasks; prints the run ids."""
+    from lbreplay.replay.spark_replay import sweep_command
+
+    sweep_command(cluster, grid, seed, lake, master, quiet)
+
+
+@app.command()
+def demo(
+    lake: str = LakeOpt,
+    master: Optional[str] = MasterOpt,
+    quiet: bool = QuietOpt,
+) -> None:
+    """Generate a sample history, validate it, replay it under several strategies, print where results are."""
+    from lbreplay.demo import demo_command
+
+    demo_command(lake=lake, master=master, quiet=quiet)
+
+
 def main() -> None:
     """Console entry point: maps lbreplay errors to the contract's exit codes with a one-line reason."""
     try:

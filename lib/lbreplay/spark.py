@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +151,8 @@ def get_spark(
 ) -> Any:
     """Create (or reuse) the SparkSession for ``lake`` and make sure the ``lbreplay`` database exists."""
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+    # Python workers of the embedded session run the same interpreter (the venv that has lbreplay installed).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     lake_abs = lake_path(lake)

@@ -11,7 +11,8 @@ Four-value message data always uses the TimeAverageMessageData field order:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import bisect
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -172,6 +173,13 @@ class LoadData:
     recently_unloaded_bundles: dict[str, int] = field(default_factory=dict)  # bundle -> unload time (ms)
     preallocated_bundle_to_broker: dict[str, str] = field(default_factory=dict)
     now_ms: int = 0
+    # BrokerData.timeAverageData as of the last updateBundleData reset: (short, long), each (B, 4) in
+    # MESSAGE_FIELDS order. None -> derived from the bundles (time_average_broker_data).
+    tabd: tuple[np.ndarray, np.ndarray] | None = None
+
+    def broker_time_average(self) -> tuple[np.ndarray, np.ndarray]:
+        """``BrokerData.getTimeAverageData()`` per broker: the stored TABD, else derived from the bundles."""
+        return self.tabd if self.tabd is not None else self.time_average_broker_data()
 
     def owned_mask(self, broker: int) -> np.ndarray:
         """Bundles in ``brokerData[broker].localData.bundles`` (= keys of its lastStats)."""
@@ -247,3 +255,33 @@ def update_bundle_data(ld: LoadData) -> None:
     tamd_update(lv, ln, b.long_max[rows], sample)
     b.long[rows], b.long_samples[rows] = lv, ln
     b.bundle_topics[rows] = b.topics[rows]
+
+
+def insert_bundles(ld: LoadData, names: list[str]) -> np.ndarray:
+    """Add rows for bundles the leader does not know yet, keeping rows sorted by name; returns the rows of ``names``.
+
+    New rows carry no owner, no stats and no BundleData (``has_bundle_data`` False, default message data),
+    i.e. what ``getBundleDataOrDefault`` would start from. Existing rows are untouched but may shift.
+    """
+    b = ld.bundles
+
+    def row_of(bs: Bundles, name: str) -> int:
+        i = bisect.bisect_left(bs.names, name)
+        return i if i < len(bs.names) and bs.names[i] == name else -1
+
+    new = sorted({n for n in names if row_of(b, n) < 0})
+    if new:
+        add = Bundles.empty(new)
+        pos = [bisect.bisect_left(b.names, n) for n in new]  # insertion points in the old rows (non-decreasing)
+        out = Bundles.empty([])
+        for f in fields(Bundles):
+            old_col, add_col = getattr(b, f.name), getattr(add, f.name)
+            if isinstance(old_col, np.ndarray):
+                setattr(out, f.name, np.insert(old_col, pos, add_col, axis=0))
+            else:
+                merged = list(old_col)
+                for k, (p, v) in enumerate(zip(pos, add_col)):
+                    merged.insert(p + k, v)
+                setattr(out, f.name, merged)
+        ld.bundles = out
+    return np.array([row_of(ld.bundles, n) for n in names], dtype=np.int64)

@@ -224,3 +224,106 @@ def replace_partitions(spark: Any, lake: str, table: Table, df: Any, where: str)
         .option("replaceWhere", where)
         .save(table_location(lake, table.name))
     )
+
+
+# ---------------------------------------------------------------------------------------------- outputs
+RUNS = Table(
+    "runs",
+    (
+        _c("run_id", "STRING", "run id", False),
+        _c("cluster", "STRING", "cluster replayed"),
+        _c("mode", "STRING", "closed-loop (what-if) or observed (audit)"),
+        _c("config", "STRING", "Pulsar broker.conf keys given for the run, JSON"),
+        _c("seed", "BIGINT", "random seed"),
+        _c("input_versions", "MAP<STRING,BIGINT>", "Delta version of each input table read"),
+        _c("started_at", "TIMESTAMP", "UTC"),
+        _c("finished_at", "TIMESTAMP", "UTC"),
+        _c("status", "STRING", "succeeded | failed"),
+        _c("ticks", "BIGINT", "ticks replayed"),
+        _c("lbreplay_version", "STRING", "lbreplay version"),
+        _c("replay_options", "STRING", "replay: options, JSON"),
+    ),
+    ("run_id",),
+    ("run_id",),
+    "One row per replay run; a run's rows in the other output tables are valid when its status is succeeded.",
+)
+
+OWNERSHIP = Table(
+    "ownership",
+    (
+        _c("run_id", "STRING", "run id", False),
+        _c("cluster", "STRING", "cluster"),
+        _c("bundle", "STRING", "full bundle name"),
+        _c("namespace", "STRING", "tenant/ns"),
+        _c("range_lower", "BIGINT", "range lower bound"),
+        _c("range_upper", "BIGINT", "range upper bound"),
+        _c("broker", "STRING", "owner broker id"),
+        _c("from_tick", "BIGINT", "first tick owned"),
+        _c("to_tick", "BIGINT", "tick ownership ended (exclusive); null = still owned at the end"),
+        _c("from_ts", "TIMESTAMP", "UTC"),
+        _c("to_ts", "TIMESTAMP", "UTC; null = still owned at the end"),
+    ),
+    ("run_id",),
+    ("run_id", "bundle", "from_tick"),
+    "Who owned what when, as intervals [from, to).",
+)
+
+DECISIONS = Table(
+    "decisions",
+    (
+        _c("run_id", "STRING", "run id", False),
+        _c("cluster", "STRING", "cluster"),
+        _c("tick", "BIGINT", "tick index"),
+        _c("ts", "TIMESTAMP", "UTC"),
+        _c("seq", "BIGINT", "order of the decision within the run"),
+        _c("action", "STRING", "UNLOAD | TRANSFER | ASSIGN | SPLIT"),
+        _c("bundle", "STRING", "bundle"),
+        _c("source_broker", "STRING", "broker the bundle left (null for ASSIGN of an orphan)"),
+        _c("target_broker", "STRING", "broker the bundle went to"),
+        _c("child_bundles", "ARRAY<STRING>", "SPLIT children"),
+        _c("strategy", "STRING", "Pulsar strategy class (short name) that decided"),
+        _c("reason", "STRING", "why, in Pulsar's words"),
+        _c("details", "MAP<STRING,DOUBLE>", "the numbers that drove it: usage, average, threshold, required, bundle load ..."),
+    ),
+    ("run_id",),
+    ("run_id", "seq"),
+    "Every load-balancing decision of a run.",
+)
+
+BROKER_TICKS = Table(
+    "broker_ticks",
+    (
+        _c("run_id", "STRING", "run id", False),
+        _c("cluster", "STRING", "cluster"),
+        _c("tick", "BIGINT", "tick index"),
+        _c("ts", "TIMESTAMP", "UTC"),
+        _c("broker", "STRING", "broker id"),
+        *(_c(f"{r}_pct", "DOUBLE", f"{r} usage, percent of limit") for r in RESOURCES),
+        _c("max_usage", "DOUBLE", "getMaxResourceUsage, fraction"),
+        _c("weighted_max_usage", "DOUBLE", "getMaxResourceUsageWithWeight, fraction"),
+        _c("score", "DOUBLE", "the shedding strategy's own score (e.g. ThresholdShedder EWMA), fraction"),
+        _c("msg_rate", "DOUBLE", "msg/s in+out"),
+        _c("msg_throughput", "DOUBLE", "bytes/s in+out"),
+        _c("num_bundles", "BIGINT", "bundles owned"),
+        _c("num_topics", "BIGINT", "topics owned"),
+        _c("alive", "BOOLEAN", "broker alive at this tick"),
+    ),
+    ("run_id",),
+    ("run_id", "tick", "broker"),
+    "Per broker per tick load as replayed (modelled, not the leader's stale view).",
+)
+
+RUN_METRICS = Table(
+    "run_metrics",
+    (
+        _c("run_id", "STRING", "run id", False),
+        _c("metric", "STRING", "metric name", False),
+        _c("value", "DOUBLE", "value"),
+    ),
+    ("run_id",),
+    ("run_id", "metric"),
+    "KPIs of a run.",
+)
+
+OUTPUT_TABLES: dict[str, Table] = {t.name: t for t in (RUNS, OWNERSHIP, DECISIONS, BROKER_TICKS, RUN_METRICS)}
+ALL_TABLES.update(OUTPUT_TABLES)

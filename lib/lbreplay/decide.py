@@ -1,0 +1,740 @@
+"""``lbreplay decide``: one leader tick of Pulsar's load manager on one JSON snapshot (DESIGN.md §5).
+
+No Spark, no pandas: this path imports only NumPy, PyYAML and the kernel, so it answers in well under
+two seconds. The request uses Pulsar's own JSON objects; every bad request exits 2 (usage: malformed
+JSON, wrong JSON type, unknown key or action) or 3 (invalid value) with a one-line message naming the
+JSON path of the offending field. Unexpected failures exit 1 with a one-line reason, never a traceback.
+
+Determinism: where Pulsar's result depends on Java hash-map iteration order, brokers and bundles are
+visited in sorted order; random choices among equally good brokers use ``np.random.default_rng(seed)``.
+
+Semantics chosen where the contract leaves room:
+
+* Mode: the extensible load manager (``TransferShedder``, the ``extensible`` block) when
+  ``loadManagerClassName`` is ``ExtensibleLoadManagerImpl`` or the shedding strategy is ``TransferShedder``;
+  otherwise the modular one (the ``loadData`` block).
+* ``nowMillis`` defaults to the newest report time in the snapshot (``lastUpdate`` / ``updatedAt``), never the
+  wall clock, so a request always gives the same answer.
+* One call is one leader refresh followed by the actions: preallocations carried in ``strategyState`` get
+  ``updateBundleData``'s clean-up first (``preallocatedBundleToBroker`` emptied, bundles their broker now
+  reports dropped); ``recentlyUnloadedBundles`` of the state and of the request are merged (latest time wins).
+* ``strategyState`` = ``{"version", "mode", "shedding": {"class", "state"}, "placement": {...}, "leader": {...}}``
+  (modular; ``leader`` holds brokerToNamespaceToBundleRange, the round-robin selector, preallocations and
+  recentlyUnloadedBundles) or ``{..., "split": {...}, "extensible": {recentlyUnloadedBundles,
+  recentlyUnloadedBrokers, assigned}}`` (extensible). A component's state is restored only into the same class
+  (a different configured class starts afresh, like a restarted broker).
+* Bundle layouts: ``namespaces.<ns>.boundaries``; else derived from the request's bundle names (reported or
+  owned bundles first, a stale overlapping bundle ignored, gaps filled as bundles); else
+  ``defaultNumberOfNamespaceBundles`` bundles, as Pulsar creates a namespace. Splits in a request update the
+  layout for the following actions; the split parent loses its BundleData (``checkNamespaceBundleSplit``).
+* ``skip``: the shedding strategy's own reason (``HitCount``, ``CoolDown``, ``Balanced`` …); ``Disabled`` when
+  shedding is off; ``NoBrokers`` with at most one broker ("Only 1 broker available"); ``NoDestination`` when the
+  strategy planned unloads but the load manager issued none (policies, no other broker).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from lbreplay.errors import EXIT_FAILURE, InvalidInputError, LbReplayError, UsageError
+from lbreplay.kernel.config import PulsarConfig, short_class
+from lbreplay.kernel.pulsar_json import (
+    as_array,
+    as_int,
+    as_number,
+    as_object,
+    as_string,
+    check_keys,
+    child,
+    parse_boundary,
+    parse_bundle_name,
+)
+
+STATE_VERSION = 1
+TOP_LEVEL_KEYS = (
+    "config", "nowMillis", "loadData", "extensible", "namespaces", "isolationPolicies", "failureDomains",
+    "topics", "strategyState", "actions",
+)
+SIMPLE_ACTIONS = ("shed", "split")
+OBJECT_ACTIONS = ("splitBundle", "assign", "lookup")
+EXTENSIBLE_LOAD_MANAGER = "ExtensibleLoadManagerImpl"
+
+
+class DecideFailure(LbReplayError):
+    """An unexpected failure inside ``decide`` (exit 1), reported on one line."""
+
+    exit_code = EXIT_FAILURE
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Entry point
+# ----------------------------------------------------------------------------------------------------------
+def decide_command(request: str, seed: int) -> None:
+    """Read the request (a file path or ``-`` for stdin), decide, print one JSON document on stdout."""
+    try:
+        text = _read_request(request)
+        req = parse_request_text(text)
+        response = decide(req, seed)
+        out = json.dumps(_jsonable(response), separators=(",", ":"), allow_nan=False)
+    except LbReplayError as exc:
+        raise type(exc)(_one_line(str(exc))) from None
+    except RecursionError:
+        raise UsageError("$: request nested too deeply") from None
+    except Exception as exc:  # never a traceback: one line, exit 1
+        raise DecideFailure(_one_line(f"decide failed: {type(exc).__name__}: {exc}")) from None
+    sys.stdout.write(out + "\n")
+    sys.stdout.flush()
+
+
+def _one_line(msg: str) -> str:
+    return " ".join(msg.split())
+
+
+def _read_request(request: str) -> str:
+    try:
+        if request == "-":
+            return sys.stdin.read()
+        with open(request, encoding="utf-8") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise UsageError(f"--request: cannot read {request!r}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"--request: {request!r} is not UTF-8 text: {exc.reason}") from None
+
+
+def parse_request_text(text: str) -> dict[str, Any]:
+    """Decode the request JSON; malformed JSON is a usage error (exit 2) with line and column."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"$: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    return as_object(doc, "$", allow_null=False)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The tick
+# ----------------------------------------------------------------------------------------------------------
+@dataclass
+class Response:
+    unload: list[dict[str, Any]] = field(default_factory=list)
+    split: list[dict[str, Any]] = field(default_factory=list)
+    assign: list[dict[str, Any]] = field(default_factory=list)
+    lookup: list[dict[str, Any]] = field(default_factory=list)
+    skip: str | None = None
+    stats: dict[str, Any] = field(default_factory=dict)
+    strategyState: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "unload": self.unload, "split": self.split, "assign": self.assign, "lookup": self.lookup,
+            "skip": self.skip, "stats": self.stats, "strategyState": self.strategyState,
+        }
+
+
+def decide(req: Mapping[str, Any], seed: int = 0) -> dict[str, Any]:
+    """Run the request's actions in order and return the response object (DESIGN.md §5)."""
+    for key in req:
+        if key not in TOP_LEVEL_KEYS:
+            raise UsageError(f"{child('$', key)}: unknown request key; known: {', '.join(TOP_LEVEL_KEYS)}")
+    if "config" not in req:
+        raise UsageError("$.config: missing (use {} for Pulsar's defaults)")
+    conf = PulsarConfig.resolve(as_object(req["config"], "$.config", allow_null=False), path="$.config")
+    actions = parse_actions(["shed"] if req.get("actions") is None else req["actions"])
+    if seed < 0:
+        raise UsageError(f"--seed: must be >= 0, got {seed}")
+    tick = Tick(req, conf, np.random.default_rng(seed))
+    resp = Response()
+    for path, kind, arg in actions:
+        tick.run(path, kind, arg, resp)
+    resp.strategyState = tick.strategy_state()
+    return resp.to_json()
+
+
+def parse_actions(doc: Any) -> list[tuple[str, str, Any]]:
+    """``actions``: ``"shed"``, ``"split"``, ``{"splitBundle": {...}}``, ``{"assign": [...]}``, ``{"lookup": [...]}``."""
+    out: list[tuple[str, str, Any]] = []
+    for i, a in enumerate(as_array(doc, "$.actions")):
+        p = child("$.actions", i)
+        if isinstance(a, str):
+            if a not in SIMPLE_ACTIONS:
+                raise UsageError(f"{p}: unknown action {a!r}; known: shed, split, splitBundle, assign, lookup")
+            out.append((p, a, None))
+            continue
+        o = as_object(a, p, allow_null=False)
+        if len(o) != 1:
+            raise UsageError(f"{p}: an action object has exactly one key (splitBundle, assign or lookup)")
+        (kind, arg), = o.items()
+        if kind not in OBJECT_ACTIONS:
+            raise UsageError(f"{child(p, kind)}: unknown action {kind!r}; known: shed, split, splitBundle, assign, lookup")
+        ap = child(p, kind)
+        if kind == "splitBundle":
+            out.append((ap, kind, as_object(arg, ap, allow_null=False)))
+        else:
+            items = [as_string(v, child(ap, j)) for j, v in enumerate(as_array(arg, ap))]
+            if kind == "assign":
+                for j, name in enumerate(items):
+                    parse_bundle_name(name, child(ap, j))
+            out.append((ap, kind, items))
+    return out
+
+
+def is_extensible(conf: PulsarConfig) -> bool:
+    """TransferShedder is configured, or the load manager is ``ExtensibleLoadManagerImpl`` (which falls back to it)."""
+    return (short_class(conf["loadBalancerLoadSheddingStrategy"]) == "TransferShedder"
+            or short_class(conf["loadManagerClassName"]) == EXTENSIBLE_LOAD_MANAGER)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Output helpers
+# ----------------------------------------------------------------------------------------------------------
+def _jsonable(value: Any) -> Any:
+    """Plain JSON: NumPy scalars/arrays to Python, non-finite floats to null, tuples/sets to lists."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return [_jsonable(v) for v in sorted(value)]
+    if isinstance(value, np.ndarray):
+        return _jsonable(value.tolist())
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        f = float(value)
+        return f if math.isfinite(f) else None
+    return value
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Request parts other than Pulsar objects
+# ----------------------------------------------------------------------------------------------------------
+def parse_namespaces(doc: Any, path: str = "$.namespaces") -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """``namespaces``: per namespace an explicit bundle layout (``boundaries``) and local ``policies``.
+
+    A layout is the sorted boundary list of ``NamespaceBundles``: at least two hex values, strictly increasing,
+    from ``0x00000000`` to ``0xffffffff``. Returns (layouts, the raw block for ``NamespacePolicies.from_json``).
+    """
+    from lbreplay.kernel.naming import FIRST_BOUNDARY, LAST_BOUNDARY
+
+    layouts: dict[str, np.ndarray] = {}
+    o = as_object(doc, path)
+    for ns, entry in o.items():
+        p = child(path, ns)
+        parts = ns.split("/")
+        if len(parts) not in (2, 3) or not all(parts):
+            raise InvalidInputError(f"{p}: malformed namespace name {ns!r}: expected tenant/namespace")
+        e = as_object(entry, p)
+        check_keys(e, ("boundaries", "policies"), p)
+        as_object(e.get("policies"), child(p, "policies"))
+        if e.get("boundaries") is None:
+            continue
+        bp = child(p, "boundaries")
+        vals = [parse_boundary(v, child(bp, i)) for i, v in enumerate(as_array(e["boundaries"], bp))]
+        if len(vals) < 2 or vals[0] != FIRST_BOUNDARY or vals[-1] != LAST_BOUNDARY:
+            raise InvalidInputError(f"{bp}: a bundle layout runs from 0x00000000 to 0xffffffff with >= 2 boundaries")
+        for i in range(1, len(vals)):
+            if vals[i] <= vals[i - 1]:
+                raise InvalidInputError(f"{child(bp, i)}: boundaries must be strictly increasing")
+        layouts[ns] = np.asarray(vals, dtype=np.int64)
+    return layouts, o
+
+
+def parse_topics(doc: Any, path: str = "$.topics") -> dict[str, list[dict[str, Any]]]:
+    """``topics``: per bundle, its topics' stats (``TopicStats`` of the topic-aware split algorithms).
+
+    Each topic must be a valid topic name of the bundle's namespace whose CRC-32 lies in the bundle's range.
+    """
+    from lbreplay.kernel.naming import namespace_of_topic, topic_hash
+
+    out: dict[str, list[dict[str, Any]]] = {}
+    for bundle, records in as_object(doc, path).items():
+        bpath = child(path, bundle)
+        ns, lower, upper = parse_bundle_name(bundle, bpath)
+        recs: list[dict[str, Any]] = []
+        for i, rec in enumerate(as_array(records, bpath)):
+            rp = child(bpath, i)
+            r = as_object(rec, rp, allow_null=False)
+            if r.get("topic") is None:
+                raise UsageError(f"{child(rp, 'topic')}: missing")
+            topic = as_string(r["topic"], child(rp, "topic"))
+            try:
+                tns = namespace_of_topic(topic)
+                h = int(topic_hash(topic)[0])
+            except ValueError as exc:
+                raise InvalidInputError(f"{child(rp, 'topic')}: {exc}") from None
+            if tns != ns:
+                raise InvalidInputError(f"{child(rp, 'topic')}: topic of namespace {tns!r}, not of bundle {bundle!r}")
+            if not (lower <= h < upper or (h == upper == 0xFFFFFFFF)):
+                raise InvalidInputError(f"{child(rp, 'topic')}: topic hash 0x{h:08x} is outside bundle {bundle!r}")
+            clean: dict[str, Any] = {"topic": topic}
+            for key in ("msgRateIn", "msgRateOut", "msgThroughputIn", "msgThroughputOut"):
+                if r.get(key) is not None:
+                    clean[key] = as_number(r[key], child(rp, key), minimum=0.0)
+            recs.append(clean)
+        out[bundle] = recs
+    return out
+
+
+def _prefixed(exc: LbReplayError) -> LbReplayError:
+    """Re-raise a kernel parser's error with the request's ``$.`` root on its path."""
+    msg = str(exc)
+    if not msg.startswith("$"):
+        msg = "$." + msg
+    return type(exc)(msg)
+
+
+def _hex(x: int) -> str:
+    return f"0x{int(x):08x}"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# One tick
+# ----------------------------------------------------------------------------------------------------------
+class Tick:
+    """The leader's state for one ``decide`` call: snapshot, strategies (restored from ``strategyState``), layouts.
+
+    Each call stands for one leader refresh (``updateAll``) followed by the requested operations: carried-over
+    preallocations get the refresh's clean-up (``updateBundleData``) before anything runs.
+    """
+
+    def __init__(self, req: Mapping[str, Any], conf: PulsarConfig, rng: np.random.Generator) -> None:
+        from lbreplay.kernel.pulsar_json import (
+            ExtensibleSnapshot,
+            load_data_from_request,
+            parse_extensible,
+        )
+
+        self.conf = conf
+        self.rng = rng
+        self.extensible = is_extensible(conf)
+        self.ld = load_data_from_request(req)
+        self.snap: ExtensibleSnapshot = parse_extensible(req.get("extensible"), "$.extensible")
+        self.layouts, ns_block = parse_namespaces(req.get("namespaces"))
+        self.topic_records = parse_topics(req.get("topics"))
+        self.policies = self._policies(req, ns_block)
+        self.now = self._now(req)
+        self.ld.now_ms = self.now
+        self.state_in = self._state(req.get("strategyState"))
+        self._derived_layouts: dict[str, np.ndarray] = {}
+        self.assigned_ext: dict[str, str] = {}
+        if self.extensible:
+            self._init_extensible()
+        else:
+            self._init_modular()
+
+    # --- request parts ----------------------------------------------------------------------------
+    def _policies(self, req: Mapping[str, Any], ns_block: dict[str, Any]) -> Any:
+        from lbreplay.kernel.policies import NamespacePolicies
+
+        iso = as_object(req.get("isolationPolicies"), "$.isolationPolicies")
+        for name, pol in iso.items():
+            as_object(pol, child("$.isolationPolicies", name), allow_null=False)
+        dom = as_object(req.get("failureDomains"), "$.failureDomains")
+        for name, d in dom.items():
+            as_object(d, child("$.failureDomains", name), allow_null=False)
+        try:
+            return NamespacePolicies.from_json(
+                iso or None, dom or None, ns_block or None,
+                failure_domains_enabled=bool(self.conf["failureDomainsEnabled"]),
+                shedding_excluded_namespaces=self.conf["loadBalancerSheddingExcludedNamespaces"],
+            )
+        except LbReplayError as exc:
+            raise _prefixed(exc) from None
+
+    def _now(self, req: Mapping[str, Any]) -> int:
+        """``nowMillis``, else the newest report time in the snapshot (deterministic, never the wall clock)."""
+        if req.get("nowMillis") is not None:
+            return as_int(req["nowMillis"], "$.nowMillis", minimum=0)
+        stamps = [int(x) for x in self.ld.brokers.last_update.tolist()]
+        stamps += [d.updatedAt for d in self.snap.brokerLoadData.values()]
+        return max(stamps, default=0)
+
+    @staticmethod
+    def _state(doc: Any) -> dict[str, Any]:
+        st = as_object(doc, "$.strategyState")
+        if st and st.get("version") not in (None, STATE_VERSION):
+            raise UsageError(f"$.strategyState.version: unsupported state version {st.get('version')!r}")
+        for key in ("shedding", "placement", "leader", "split", "extensible"):
+            as_object(st.get(key), child("$.strategyState", key))
+        return st
+
+    def _restore(self, component: Any, key: str, class_name: str) -> None:
+        """Restore a strategy's state when the state was saved by the same class (a new class starts afresh,
+        like a broker restarted with another strategy)."""
+        saved = self.state_in.get(key) or {}
+        if saved.get("class") != class_name:
+            return
+        try:
+            component.set_state(saved.get("state") or {})
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise UsageError(f"$.strategyState.{key}.state: cannot restore {class_name} state: {exc}") from None
+
+    # --- modular ----------------------------------------------------------------------------------
+    def _init_modular(self) -> None:
+        from lbreplay.kernel.modular_load_manager import create_strategies
+        from lbreplay.kernel.placement import LeaderState, clear_preallocations
+
+        conf = self.conf
+        shed_name = short_class(conf["loadBalancerLoadSheddingStrategy"])
+        place_name = short_class(conf["loadBalancerLoadPlacementStrategy"])
+        if place_name == "AvgShedder" and shed_name != "AvgShedder":
+            raise UsageError(
+                f"$.config.loadBalancerLoadSheddingStrategy: the load shedding strategy {shed_name} can't work with "
+                f"the placement strategy AvgShedder (ModularLoadManagerImpl requires the same class)")
+        try:
+            self.shedder, self.placement = create_strategies(conf)
+        except LbReplayError as exc:
+            raise _prefixed(exc) from None
+        self.shed_name, self.place_name = shed_name, place_name
+        self._restore(self.shedder, "shedding", shed_name)
+        if self.placement is not self.shedder:
+            self._restore(self.placement, "placement", place_name)
+        leader_saved = self.state_in.get("leader") or {}
+        self.leader = LeaderState()
+        try:
+            self.leader.set_state(leader_saved, self.ld)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise UsageError(f"$.strategyState.leader: cannot restore leader state: {exc}") from None
+        if leader_saved:
+            clear_preallocations(self.ld)  # the refresh between two ticks (updateBundleData)
+        self.leader.reload(self.ld)
+        for bundle, ts in (leader_saved.get("recentlyUnloadedBundles") or {}).items():
+            prev = self.ld.recently_unloaded_bundles.get(str(bundle))
+            self.ld.recently_unloaded_bundles[str(bundle)] = max(int(ts), prev or 0)
+
+    # --- extensible -------------------------------------------------------------------------------
+    def _init_extensible(self) -> None:
+        from lbreplay.kernel.extensible.context import ExtensibleContext
+        from lbreplay.kernel.extensible.default_namespace_bundle_split_strategy import (
+            DefaultNamespaceBundleSplitStrategy,
+        )
+        from lbreplay.kernel.extensible.least_resource_usage_with_weight import LeastResourceUsageWithWeight
+        from lbreplay.kernel.strategy import strategy_class
+
+        saved = self.state_in.get("extensible") or {}
+        snap = self.snap
+        for key, target in (("recentlyUnloadedBundles", snap.recentlyUnloadedBundles),
+                            ("recentlyUnloadedBrokers", snap.recentlyUnloadedBrokers)):
+            for name, ts in (saved.get(key) or {}).items():
+                target[str(name)] = max(int(ts), target.get(str(name), 0))
+        self.assigned_ext = {str(k): str(v) for k, v in (saved.get("assigned") or {}).items()}
+        filters = [self._isolation_filter] if self.policies.isolation else []
+        self.ctx = ExtensibleContext.from_snapshot(snap, self.now, policies=self.policies, extra_filters=filters)
+        self._ext_brokers = None
+        self.shed_name = "TransferShedder"
+        self.shedder = strategy_class("shedding", "TransferShedder")()
+        self._restore(self.shedder, "shedding", self.shed_name)
+        self.ext_placement = LeastResourceUsageWithWeight()
+        self.splitter = DefaultNamespaceBundleSplitStrategy()
+        self._restore(self.splitter, "split", "DefaultNamespaceBundleSplitStrategyImpl")
+
+    def _isolation_filter(self, ctx: Any, conf: Any, bundle: str, cand: np.ndarray) -> np.ndarray:
+        """``BrokerIsolationPoliciesFilter`` (added by ``ExtensibleLoadManagerImpl.initialize``):
+        ``IsolationPoliciesHelper.applyIsolationPolicies``, the same rule as the modular
+        ``LoadManagerShared.applyNamespacePolicies``."""
+        from lbreplay.kernel.load_data import Brokers, split_bundle_name
+
+        if self._ext_brokers is None:
+            self._ext_brokers = Brokers.empty(list(ctx.broker_ids))
+        ns = split_bundle_name(bundle)[0]
+        return np.asarray(cand, dtype=bool) & self.policies.apply_namespace_policies(ns, self._ext_brokers, cand)
+
+    # --- actions ----------------------------------------------------------------------------------
+    def run(self, path: str, kind: str, arg: Any, resp: Response) -> None:
+        if kind == "shed":
+            self.shed(resp)
+        elif kind == "split":
+            self.auto_split(resp)
+        elif kind == "splitBundle":
+            self.operator_split(path, arg, resp)
+        elif kind == "assign":
+            self.assign(path, arg, resp)
+        elif kind == "lookup":
+            self.lookup(path, arg, resp)
+
+    def shed(self, resp: Response) -> None:
+        if self.extensible:
+            self._shed_extensible(resp)
+            return
+        from lbreplay.kernel.modular_load_manager import do_load_shedding
+
+        conf = self.conf
+        if not (conf["loadBalancerEnabled"] and conf["loadBalancerSheddingEnabled"]):
+            resp.skip = "Disabled"
+            return
+        if len(self.ld.brokers) <= 1:
+            resp.skip = "NoBrokers"  # "Only 1 broker available: no load shedding will be performed"
+            return
+        unloads = do_load_shedding(self.ld, conf, self.shedder, self.placement, self.leader, self.policies,
+                                   self.rng, self.now)
+        for u in unloads:
+            resp.unload.append({"broker": u.broker, "bundle": u.bundle, "destination": u.destination,
+                                "reason": u.reason})
+        stats = dict(self.shedder.stats())
+        if unloads:
+            stats["unloadDetails"] = [{"bundle": u.bundle, **u.details} for u in unloads]
+        resp.stats.update(stats)
+        # The strategy planned unloads but the load manager issued none (policies, no other destination).
+        resp.skip = None if unloads else (self.shedder.skip_reason() or "NoDestination")
+
+    def _shed_extensible(self, resp: Response) -> None:
+        """``UnloadScheduler.execute`` + ``TransferShedder.findBundlesForUnloading``: expire recently unloaded
+        bundles (grace period), skip with at most one available broker, then record every decision's bundle
+        and source broker as recently unloaded at ``now``."""
+        from lbreplay.kernel.extensible.transfer_shedder import expire_recently_unloaded_bundles
+
+        conf, ctx = self.conf, self.ctx
+        if not (conf["loadBalancerEnabled"] and conf["loadBalancerSheddingEnabled"]):
+            resp.skip = "Disabled"
+            return
+        expire_recently_unloaded_bundles(ctx.recently_unloaded_bundles, self.now, conf)
+        if int(ctx.available.sum()) <= 1:
+            resp.skip = "NoBrokers"  # "Only 1 broker available: no load shedding will be performed"
+            return
+        decisions = self.shedder.find_bundles_for_unloading(ctx, conf)
+        for u in decisions:
+            resp.unload.append({"broker": u.broker, "bundle": u.bundle, "destination": u.destination,
+                                "reason": u.reason})
+            ctx.recently_unloaded_bundles[u.bundle] = self.now
+            ctx.recently_unloaded_brokers[u.broker] = self.now
+        stats = dict(self.shedder.stats())
+        if decisions:
+            stats["unloadDetails"] = [{"bundle": u.bundle, **u.details} for u in decisions]
+        resp.stats.update(stats)
+        resp.skip = None if decisions else self.shedder.skip_reason()
+
+    # --- split --------------------------------------------------------------------------------------
+    def layout(self, ns: str) -> np.ndarray:
+        """The namespace's bundle layout: ``namespaces.<ns>.boundaries``, else derived from the bundle names in
+        the request (owned/reported bundles first; a stale bundle overlapping them is ignored; gaps become
+        bundles), else ``defaultNumberOfNamespaceBundles`` bundles, as Pulsar creates a namespace."""
+        if ns in self.layouts:
+            return self.layouts[ns]
+        if ns not in self._derived_layouts:
+            self._derived_layouts[ns] = self._derive_layout(ns)
+        return self._derived_layouts[ns]
+
+    def _known_bundles(self, ns: str) -> list[tuple[int, int]]:
+        from lbreplay.kernel.naming import parse_bundle_name as split_name
+
+        b = self.ld.bundles
+        current: list[str] = [b.names[i] for i in np.flatnonzero(b.owner >= 0) if b.namespaces[i] == ns]
+        current += [n for n in (self.snap.bundleOwners or {}) if n.rpartition("/")[0] == ns]
+        for t in self.snap.topBundlesLoadData.values():
+            current += [n for n, _ in t.entries if n.rpartition("/")[0] == ns]
+        other = [b.names[i] for i in range(len(b)) if b.namespaces[i] == ns]
+        other += [n for n in self.topic_records if n.rpartition("/")[0] == ns]
+        taken: list[tuple[int, int]] = []
+        for name in current + other:
+            _, lo, hi = split_name(name)
+            if all(hi <= a or lo >= z for a, z in taken):
+                taken.append((lo, hi))
+        return taken
+
+    def _derive_layout(self, ns: str) -> np.ndarray:
+        from lbreplay.kernel.naming import FIRST_BOUNDARY, LAST_BOUNDARY, initial_boundaries
+
+        known = self._known_bundles(ns)
+        if not known:
+            return initial_boundaries(int(self.conf["defaultNumberOfNamespaceBundles"]))
+        points = {FIRST_BOUNDARY, LAST_BOUNDARY}
+        for lo, hi in known:
+            points.update((lo, hi))
+        return np.asarray(sorted(points), dtype=np.int64)
+
+    def _set_layout(self, ns: str, boundaries: np.ndarray) -> None:
+        self.layouts[ns] = np.asarray(boundaries, dtype=np.int64)
+        self._derived_layouts.pop(ns, None)
+
+    def _topic_stats(self) -> dict[str, Any]:
+        from lbreplay.kernel.split_algorithms import TopicStats
+
+        return {b: TopicStats.from_records(recs) for b, recs in self.topic_records.items()}
+
+    def _all_layouts(self, namespaces: list[str]) -> dict[str, np.ndarray]:
+        return {ns: self.layout(ns) for ns in sorted(set(namespaces))}
+
+    def auto_split(self, resp: Response) -> None:
+        if self.extensible:
+            self._auto_split_extensible(resp)
+            return
+        from lbreplay.kernel.bundle_split import check_namespace_bundle_split
+        from lbreplay.kernel.split_algorithms import apply_split
+
+        ld = self.ld
+        layouts = self._all_layouts(list(ld.bundles.namespaces))
+        decisions = check_namespace_bundle_split(ld, self.conf, layouts, topics=self._topic_stats())
+        for d in decisions:
+            row = ld.bundles.index(d.bundle)
+            if row >= 0:  # the leader drops the parent's BundleData before splitting (also when it fails)
+                ld.bundles.has_bundle_data[row] = False
+            if not d.ok:
+                continue
+            self._set_layout(d.namespace, apply_split(self.layout(d.namespace), d.lower, d.upper, d.boundaries))
+            resp.split.append({"broker": d.broker, "bundle": d.bundle, "boundaries": [_hex(x) for x in d.boundaries],
+                               "algorithm": d.algorithm, "reason": d.reason})
+
+    def _auto_split_extensible(self, resp: Response) -> None:
+        rows: list[tuple[str, str, Any]] = []
+        for broker in sorted(self.snap.topBundlesLoadData):
+            for name, s in sorted(self.snap.topBundlesLoadData[broker].entries, key=lambda e: e[0]):
+                rows.append((broker, name, s))
+        from lbreplay.kernel.naming import parse_bundle_name as split_name
+        from lbreplay.kernel.split_algorithms import apply_split
+
+        parsed = [split_name(name) for _, name, _ in rows]
+        namespaces = [p[0] for p in parsed]
+        layouts = self._all_layouts(namespaces)
+        owners = self.snap.bundleOwners
+        decisions = self.splitter.find_bundles_to_split(
+            self.conf,
+            reporter=[r[0] for r in rows],
+            bundles=[r[1] for r in rows],
+            namespaces=namespaces,
+            lower=[p[1] for p in parsed],
+            upper=[p[2] for p in parsed],
+            msg_rate=[r[2].msgRateIn + r[2].msgRateOut for r in rows],
+            msg_throughput=[r[2].msgThroughputIn + r[2].msgThroughputOut for r in rows],
+            topics=[r[2].topics for r in rows],
+            sessions=[r[2].consumerCount + r[2].producerCount for r in rows],
+            bundle_count_per_namespace={ns: int(v.size - 1) for ns, v in layouts.items()},
+            owner=None if owners is None else [owners.get(r[1], "") for r in rows],
+            topic_stats=self._topic_stats(),
+        )
+        for d in decisions:
+            try:
+                self._set_layout(d.namespace, apply_split(self.layout(d.namespace), d.lower, d.upper, d.boundaries))
+            except ValueError:
+                pass  # not in the layout we know: report the decision anyway
+            resp.split.append({"broker": d.broker, "bundle": d.bundle, "boundaries": [_hex(x) for x in d.boundaries],
+                               "algorithm": d.algorithm, "reason": d.reason})
+        resp.stats["split"] = self.splitter.stats()
+
+    def operator_split(self, path: str, arg: dict[str, Any], resp: Response) -> None:
+        """``pulsar-admin namespaces split-bundle``: validated like ``NamespacesBase.internalSplitNamespaceBundle``."""
+        from lbreplay.kernel.naming import bundle_index_in_layout, can_split
+        from lbreplay.kernel.split_algorithms import apply_split, check_operator_split, split_boundaries
+
+        check_keys(arg, ("bundle", "algorithm", "positions"), path)
+        if arg.get("bundle") is None:
+            raise UsageError(f"{child(path, 'bundle')}: missing")
+        bundle = arg["bundle"]
+        ns, lo, hi = parse_bundle_name(bundle, child(path, "bundle"))
+        algorithm = arg.get("algorithm")
+        if algorithm is not None:
+            algorithm = as_string(algorithm, child(path, "algorithm")).strip() or None
+        positions: list[int] | None = None
+        if arg.get("positions") is not None:
+            pp = child(path, "positions")
+            positions = [parse_boundary(v, child(pp, i)) for i, v in enumerate(as_array(arg["positions"], pp))]
+        layout = self.layout(ns)
+        if bundle_index_in_layout(layout, lo, hi) < 0:
+            raise InvalidInputError(f"{child(path, 'bundle')}: bundle {bundle!r} is not in the bundle layout of "
+                                    f"namespace {ns!r} ({len(layout) - 1} bundles)")
+        try:
+            chosen = check_operator_split(algorithm, positions, self.conf)
+        except InvalidInputError as exc:
+            where = child(path, "positions" if "splitBoundaries" in str(exc) else "algorithm")
+            raise InvalidInputError(f"{where}: {exc}") from None
+        if not can_split(lo, hi):
+            raise InvalidInputError(f"{child(path, 'bundle')}: bundle {bundle!r} can't be split further")
+        records = self.topic_records.get(bundle)
+        stats = self._topic_stats().get(bundle)
+        row = self.ld.bundles.index(bundle)
+        topic_count = len(records) if records is not None else (int(self.ld.bundles.topics[row]) if row >= 0 else 0)
+        try:
+            cuts = split_boundaries(chosen, lo, hi, topics=stats, topic_count=topic_count, positions=positions,
+                                    conf=self.conf)
+            new_layout = apply_split(layout, lo, hi, cuts) if cuts else None
+        except ValueError:
+            cuts, new_layout = [], None  # "No valid boundary found": nothing to split, not an error
+        if new_layout is None:
+            return
+        self._set_layout(ns, new_layout)
+        if row >= 0:
+            self.ld.bundles.has_bundle_data[row] = False
+        resp.split.append({"broker": self._owner(bundle), "bundle": bundle, "boundaries": [_hex(x) for x in cuts],
+                           "algorithm": chosen, "reason": "Admin"})
+
+    def _owner(self, bundle: str) -> str | None:
+        if self.extensible:
+            if self.snap.bundleOwners is not None:
+                return self.snap.bundleOwners.get(bundle)
+            for broker in sorted(self.snap.topBundlesLoadData):
+                if any(n == bundle for n, _ in self.snap.topBundlesLoadData[broker].entries):
+                    return broker
+            return None
+        row = self.ld.bundles.index(bundle)
+        if row >= 0 and self.ld.bundles.owner[row] >= 0:
+            return self.ld.brokers.ids[int(self.ld.bundles.owner[row])]
+        return None
+
+    # --- assign / lookup ----------------------------------------------------------------------------
+    def assign(self, path: str, bundles: list[str], resp: Response) -> None:
+        if self.extensible:
+            self._assign_extensible(bundles, resp)
+            return
+        from lbreplay.kernel.modular_load_manager import assign
+
+        for bundle, broker in assign(bundles, self.ld, self.conf, self.placement, self.leader, self.policies,
+                                     self.rng):
+            resp.assign.append({"bundle": bundle, "broker": broker})
+
+    def _assign_extensible(self, bundles: list[str], resp: Response) -> None:
+        """``ExtensibleLoadManagerImpl.assign``: the current owner if the channel has one (or this call already
+        assigned it), else the filter pipeline and ``LeastResourceUsageWithWeight``."""
+        from lbreplay.kernel.extensible.broker_filters import filter_brokers
+
+        ctx = self.ctx
+        for bundle in bundles:
+            owner = (self.snap.bundleOwners or {}).get(bundle) or self.assigned_ext.get(bundle)
+            if owner is None:
+                cand = filter_brokers(ctx, self.conf, bundle)
+                row = self.ext_placement.select(cand, ctx, self.conf, self.rng) if cand is not None else -1
+                owner = ctx.broker_ids[row] if row >= 0 else None
+                if owner is not None:
+                    self.assigned_ext[bundle] = owner
+            resp.assign.append({"bundle": bundle, "broker": owner})
+
+    def lookup(self, path: str, topics: list[str], resp: Response) -> None:
+        """Topic -> bundle: ``NamespaceBundles.findBundle(crc32(TopicName.toString()))`` over the namespace layout."""
+        from lbreplay.kernel.naming import bundle_names, find_bundle_index, namespace_of_topic, topic_hash
+
+        for i, topic in enumerate(topics):
+            try:
+                ns = namespace_of_topic(topic)
+                h = topic_hash(topic)
+            except ValueError as exc:
+                raise InvalidInputError(f"{child(path, i)}: {exc}") from None
+            layout = self.layout(ns)
+            idx = int(find_bundle_index(layout, h)[0])
+            resp.lookup.append({"topic": topic, "bundle": bundle_names(ns, layout[idx:idx + 2])[0]})
+
+    # --- state out ----------------------------------------------------------------------------------
+    def strategy_state(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"version": STATE_VERSION, "mode": "extensible" if self.extensible else "modular",
+                               "shedding": {"class": self.shed_name, "state": self.shedder.get_state()}}
+        if self.extensible:
+            out["split"] = {"class": "DefaultNamespaceBundleSplitStrategyImpl", "state": self.splitter.get_state()}
+            ctx = self.ctx
+            out["extensible"] = {
+                "recentlyUnloadedBundles": dict(sorted(ctx.recently_unloaded_bundles.items())),
+                "recentlyUnloadedBrokers": dict(sorted(ctx.recently_unloaded_brokers.items())),
+                "assigned": dict(sorted(self.assigned_ext.items())),
+            }
+            return out
+        if self.placement is not self.shedder:
+            out["placement"] = {"class": self.place_name, "state": self.placement.get_state()}
+        leader = self.leader.get_state(self.ld)
+        leader["recentlyUnloadedBundles"] = dict(sorted(self.ld.recently_unloaded_bundles.items()))
+        out["leader"] = leader
+        return out

@@ -1,0 +1,238 @@
+"""``org.apache.pulsar.broker.loadbalance.impl.AvgShedder`` (PIP-364): shedding AND placement.
+
+Shedding (``findBundlesForUnloading``): score = 4-arg weighted max usage x 100 (current value, no
+EWMA); brokers sorted by score ascending (stable; ties in sorted id order, Java: hash-map order) are
+paired lowest with highest, second lowest with second highest, ... (an odd middle broker pairs with itself).
+A pair whose score gap is below ``loadBalancerAvgShedderLowThreshold`` resets both brokers' hit counts;
+otherwise it is kept and bumps the low count (gap < ``loadBalancerAvgShedderHighThreshold``, also resetting
+the high count) or both counts. No pair at all clears every count. A pair fires once either broker's high
+count reaches ``loadBalancerAvgShedderHitCountHighThreshold`` or low count reaches
+``loadBalancerAvgShedderHitCountLowThreshold``; firing resets both brokers' counts. The high broker then
+sheds ``(its msgRate - low's msgRate) * maxUnloadPercentage`` if above ``minUnloadMessage``, else the
+throughput gap if above ``minUnloadMessageThroughput`` (``localData`` instantaneous totals), taking short-term
+bundles largest first whenever ``0 < traffic <= remaining``. There is no "more than one bundle" guard.
+
+Placement (``selectBroker``): the broker planned for the bundle by the current shedding pass if it is
+still a candidate, else a uniformly random pick among the candidates sorted by id (Java:
+``crc32(String(new Random().nextInt())) % n``), drawn from the passed generator. Keyed-by-name version
+(apache/pulsar#26246): the planned targets are a per-attempt map keyed by bundle name, cleared at the
+start of every shedding pass and by ``on_unload_attempt_completed``; fallback picks are not cached. (Before
+#26246 the map was keyed by the BundleData object, never pruned, and cached fallback picks.)
+
+``onActiveBrokersChange`` is the interface's no-op in the source, so hit counts of brokers that left are
+kept (and resume if the broker returns) -- mirrored here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from lbreplay.errors import UsageError
+from lbreplay.kernel.config import PulsarConfig
+from lbreplay.kernel.load_data import LoadData
+from lbreplay.kernel.resource_usage import weighted_max_usage
+from lbreplay.kernel.selection import (
+    SkipReasons,
+    population_std,
+    ranked_candidates,
+    select_fitting,
+    short_term_msg_rate,
+    short_term_throughput,
+)
+from lbreplay.kernel.strategy import Unload
+from lbreplay.kernel.version_profile import profile_for
+
+HIGH_REASON = "score difference above high threshold"
+LOW_REASON = "score difference above low threshold"
+# Skip reasons, least to most progress.
+SKIPS = ("NoBrokers", "Balanced", "HitCount", "MinUnload", "NoCandidates")
+
+
+class AvgShedder:
+    """``AvgShedder`` with hit counts and pending targets as threaded state."""
+
+    def __init__(self) -> None:
+        self.hit_count_high: dict[str, int] = {}
+        self.hit_count_low: dict[str, int] = {}
+        self.pending_targets: dict[str, str] = {}  # bundle name -> planned destination broker id
+        self._stats: dict[str, Any] = {}
+        self._skip: str | None = None
+
+    # --- shedding ---------------------------------------------------------------------------------
+    def find_bundles_for_unloading(self, ld: LoadData, conf: PulsarConfig) -> list[Unload]:
+        profile = profile_for(conf["pulsarVersion"])
+        if not profile.avg_shedder_available:
+            raise UsageError(
+                f"config.loadBalancerLoadSheddingStrategy: AvgShedder does not exist in pulsarVersion {profile.name}"
+            )
+        self.pending_targets.clear()
+        skip = SkipReasons(SKIPS)
+        brokers = ld.brokers
+        low_threshold = float(conf["loadBalancerAvgShedderLowThreshold"])
+        high_threshold = float(conf["loadBalancerAvgShedderHighThreshold"])
+        hit_high = int(conf["loadBalancerAvgShedderHitCountHighThreshold"])
+        hit_low = int(conf["loadBalancerAvgShedderHitCountLowThreshold"])
+
+        scores = weighted_max_usage(brokers.usage, brokers.limit, conf) * 100  # calculateScores
+        order = np.argsort(scores, kind="stable").tolist()  # comparingDouble, ties in id order
+        self._stats = {
+            "loadAvg": float(np.mean(scores)) / 100 if len(brokers) else 0.0,
+            "loadStd": population_std(scores) / 100,
+            "scores": {brokers.ids[i]: float(s) for i, s in enumerate(scores.tolist())},
+        }
+        pairs = self._find_broker_pairs([brokers.ids[i] for i in order], order, scores, low_threshold, high_threshold)
+        if not pairs:
+            self.hit_count_high.clear()
+            self.hit_count_low.clear()
+            skip.note("NoBrokers" if len(brokers) == 0 else "Balanced")
+            self._skip = skip.reason()
+            self._stats["pairs"] = []
+            return []
+        self._stats["pairs"] = [[brokers.ids[lo], brokers.ids[hi]] for lo, hi in pairs]
+
+        out: list[Unload] = []
+        candidates: np.ndarray | None = None
+        for lo, hi in pairs:
+            lo_id, hi_id = brokers.ids[lo], brokers.ids[hi]
+            # computeIfAbsent(..., 0) in the check: absent counts become explicit zeros.
+            counts = [
+                self.hit_count_high.setdefault(lo_id, 0),
+                self.hit_count_high.setdefault(hi_id, 0),
+                self.hit_count_low.setdefault(lo_id, 0),
+                self.hit_count_low.setdefault(hi_id, 0),
+            ]
+            fired_high = counts[0] >= hit_high or counts[1] >= hit_high
+            fired_low = counts[2] >= hit_low or counts[3] >= hit_low
+            if not (fired_high or fired_low):
+                skip.note("HitCount")
+                continue
+            for table in (self.hit_count_high, self.hit_count_low):
+                table.pop(lo_id, None)
+                table.pop(hi_id, None)
+            reason = HIGH_REASON if fired_high else LOW_REASON
+            if candidates is None:
+                candidates = ld.shedding_candidates()
+            out.extend(self._select_for_pair(ld, conf, hi, lo, scores, candidates, reason, skip))
+        self._skip = None if out else skip.reason()
+        return out
+
+    def _find_broker_pairs(
+        self, ids: list[str], order: list[int], scores: np.ndarray, low: float, high: float
+    ) -> list[tuple[int, int]]:
+        """``findBrokerPairs``: pair ranks i and n-1-i, updating hit counts; returns (low row, high row)."""
+        pairs: list[tuple[int, int]] = []
+        i, j = 0, len(order) - 1
+        while i <= j:
+            lo_row, hi_row = order[i], order[j]
+            lo_id, hi_id = ids[i], ids[j]
+            gap = float(scores[hi_row]) - float(scores[lo_row])
+            if gap < low:
+                for table in (self.hit_count_high, self.hit_count_low):
+                    table.pop(hi_id, None)
+                    table.pop(lo_id, None)
+            else:
+                pairs.append((lo_row, hi_row))
+                self.hit_count_low[lo_id] = self.hit_count_low.get(lo_id, 0) + 1
+                self.hit_count_low[hi_id] = self.hit_count_low.get(hi_id, 0) + 1
+                if gap < high:
+                    self.hit_count_high.pop(hi_id, None)
+                    self.hit_count_high.pop(lo_id, None)
+                else:
+                    self.hit_count_high[lo_id] = self.hit_count_high.get(lo_id, 0) + 1
+                    self.hit_count_high[hi_id] = self.hit_count_high.get(hi_id, 0) + 1
+            i += 1
+            j -= 1
+        return pairs
+
+    def _select_for_pair(
+        self,
+        ld: LoadData,
+        conf: PulsarConfig,
+        src: int,
+        dst: int,
+        scores: np.ndarray,
+        candidates: np.ndarray,
+        reason: str,
+        skip: SkipReasons,
+    ) -> list[Unload]:
+        """``selectBundleForUnloading(overloaded=src, underloaded=dst)``."""
+        b = ld.brokers
+        pct = float(conf["maxUnloadPercentage"])
+        msg_need = (float(b.msg_rate[src]) - float(b.msg_rate[dst])) * pct
+        thr_need = (float(b.msg_throughput[src]) - float(b.msg_throughput[dst])) * pct
+        if msg_need > conf["minUnloadMessage"]:
+            need, values, mode = msg_need, short_term_msg_rate(ld), "msgRate"
+        elif thr_need > conf["minUnloadMessageThroughput"]:
+            need, values, mode = thr_need, short_term_throughput(ld), "msgThroughput"
+        else:
+            skip.note("MinUnload")
+            return []
+        rows, vals = ranked_candidates(ld, src, values, candidates)
+        picked, _ = select_fitting(vals, need, int_need=False, positive_only=True)
+        if picked.size == 0:
+            skip.note("NoCandidates")
+        src_id, dst_id = b.ids[src], b.ids[dst]
+        out: list[Unload] = []
+        for k in picked.tolist():
+            bundle = ld.bundles.names[int(rows[k])]
+            self.pending_targets[bundle] = dst_id
+            out.append(
+                Unload(
+                    broker=src_id,
+                    bundle=bundle,
+                    reason=f"{reason} ({mode})",
+                    destination=dst_id,
+                    details={
+                        "score": float(scores[src]),
+                        "targetScore": float(scores[dst]),
+                        "scoreDifference": float(scores[src]) - float(scores[dst]),
+                        "required": need,
+                        "bundleLoad": float(vals[k]),
+                    },
+                )
+            )
+        return out
+
+    # --- placement --------------------------------------------------------------------------------
+    def select_broker(
+        self, candidates: np.ndarray, bundle: str, ld: LoadData, conf: PulsarConfig, rng: np.random.Generator
+    ) -> int:
+        """``selectBroker``: the planned target if still a candidate, else a uniform pick (uncached)."""
+        cand = np.sort(np.asarray(candidates, dtype=np.int64))
+        target = self.pending_targets.get(bundle)
+        if target is not None:
+            row = ld.brokers.index(target)
+            if row >= 0 and row in cand:
+                return int(row)
+        if cand.size == 0:
+            return -1
+        return int(cand[int(rng.integers(cand.size))])  # getExpectedBroker over sorted ids
+
+    # --- hooks and state --------------------------------------------------------------------------
+    def on_active_brokers_change(self, active: set[str]) -> None:
+        """The source keeps the interface's no-op: hit counts of departed brokers stay."""
+
+    def on_unload_attempt_completed(self, bundles: set[str]) -> None:
+        """Drop the attempt's pending targets (#26246)."""
+        self.pending_targets.clear()
+
+    def stats(self) -> dict[str, Any]:
+        return dict(self._stats)
+
+    def skip_reason(self) -> str | None:
+        return self._skip
+
+    def get_state(self) -> dict[str, Any]:
+        return {
+            "brokerHitCountForHigh": dict(sorted(self.hit_count_high.items())),
+            "brokerHitCountForLow": dict(sorted(self.hit_count_low.items())),
+            "pendingTargets": dict(sorted(self.pending_targets.items())),
+        }
+
+    def set_state(self, state: dict[str, Any] | None) -> None:
+        state = state or {}
+        self.hit_count_high = {str(k): int(v) for k, v in (state.get("brokerHitCountForHigh") or {}).items()}
+        self.hit_count_low = {str(k): int(v) for k, v in (state.get("brokerHitCountForLow") or {}).items()}
+        self.pending_targets = {str(k): str(v) for k, v in (state.get("pendingTargets") or {}).items()}

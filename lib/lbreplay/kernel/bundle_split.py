@@ -1,0 +1,232 @@
+"""Automatic bundle split of the modular load manager.
+
+``find_bundles_to_split`` mirrors ``BundleSplitterTask.findBundlesToSplit``; ``check_namespace_bundle_split``
+mirrors ``ModularLoadManagerImpl.checkNamespaceBundleSplit`` up to the split itself (``splitAndOwnBundle``
+with the default algorithm), returning the decisions for the caller to apply.
+
+Java iterates ``loadData.getBrokerData()`` and each broker's ``lastStats`` (hash maps); here brokers are
+visited in row order (sorted ids) and each broker's bundles in row order (sorted names).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lbreplay.kernel.config import PulsarConfig
+from lbreplay.kernel.load_data import RATE_IN, RATE_OUT, THR_IN, THR_OUT, LoadData
+from lbreplay.kernel.naming import bundle_index_in_layout, can_split
+from lbreplay.kernel.split_algorithms import (
+    MIB,
+    TopicStats,
+    algorithm_by_name,
+    apply_split,
+    child_names,
+    split_boundaries,
+)
+from lbreplay.kernel.version_profile import profile_for
+
+# SplitDecision.Reason names (extensible load manager); the modular task logs the same four conditions.
+TOPICS, SESSIONS, MSG_RATE, BANDWIDTH = "Topics", "Sessions", "MsgRate", "Bandwidth"
+_REASONS = np.array([TOPICS, SESSIONS, MSG_RATE, BANDWIDTH, ""], dtype=object)
+
+
+@dataclass
+class SplitDecision:
+    """One split the load manager asks for. ``boundaries == []`` means the split was attempted but the
+    algorithm found no valid boundary (Pulsar still dropped the parent's BundleData before trying)."""
+
+    bundle: str
+    namespace: str
+    lower: int
+    upper: int
+    broker: str
+    boundaries: list[int]
+    children: list[str]
+    algorithm: str
+    reason: str
+    unload: bool
+    bundle_row: int = -1
+    broker_row: int = -1
+    details: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.children)
+
+
+def split_thresholds(conf: PulsarConfig) -> tuple[int, int, int, float, float]:
+    """(maxBundles, maxTopics, maxSessions, maxMsgRate, maxBandwidth bytes/s) from the ``loadBalancerNamespace*`` keys."""
+    return (
+        int(conf["loadBalancerNamespaceMaximumBundles"]),
+        int(conf["loadBalancerNamespaceBundleMaxTopics"]),
+        int(conf["loadBalancerNamespaceBundleMaxSessions"]),
+        float(conf["loadBalancerNamespaceBundleMaxMsgRate"]),
+        float(conf["loadBalancerNamespaceBundleMaxBandwidthMbytes"]) * MIB,
+    )
+
+
+def split_reasons(
+    topics: np.ndarray,
+    sessions: np.ndarray,
+    msg_rate: np.ndarray,
+    msg_throughput: np.ndarray,
+    max_topics: int,
+    max_sessions: int,
+    max_rate: float,
+    max_bw: float,
+    sessions_guard: bool = True,
+) -> np.ndarray:
+    """First hit condition per bundle (Topics, Sessions, MsgRate, Bandwidth) or "" (vectorized).
+
+    ``sessions_guard``: ``loadBalancerNamespaceBundleMaxSessions <= 0`` disables the sessions condition (>= 2.10).
+    """
+    sess_hit = sessions > max_sessions
+    if sessions_guard:
+        sess_hit &= max_sessions > 0
+    conds = [topics > max_topics, sess_hit, msg_rate > max_rate, msg_throughput > max_bw]
+    first = np.select(conds, [0, 1, 2, 3], default=4)
+    return _REASONS[first]
+
+
+def find_bundles_to_split(
+    ld: LoadData, conf: PulsarConfig, bundle_count_per_namespace: Mapping[str, int] | None = None
+) -> list[tuple[int, int, str]]:
+    """``BundleSplitterTask.findBundlesToSplit``: (bundle row, broker row, reason) per bundle to split.
+
+    Condition per reported bundle (``lastStats``): instantaneous topics > ``loadBalancerNamespaceBundleMaxTopics``,
+    or consumers + producers > ``…MaxSessions`` (only if > 0), or the **long-term** msg rate / throughput
+    (in + out; 0 without BundleData) above ``…MaxMsgRate`` / ``…MaxBandwidthMbytes`` × MiB. Bundles with fewer
+    than 2 topics are skipped. A namespace takes a split only while its current bundle count plus the splits
+    planned this cycle stays below ``loadBalancerNamespaceMaximumBundles``. Before 2.10 (version profile):
+    no 2-topic guard, no sessions guard, and the cap ignores the splits planned this cycle.
+
+    ``bundle_count_per_namespace`` is ``NamespaceService.getBundleCount``; a namespace missing from it counts
+    the bundles ``ld`` knows in it.
+    """
+    b = ld.bundles
+    n = len(b)
+    if n == 0:
+        return []
+    prof = profile_for(str(conf["pulsarVersion"]))
+    max_bundles, max_topics, max_sessions, max_rate, max_bw = split_thresholds(conf)
+    long_src = np.where(b.has_bundle_data[:, None], b.long, 0.0)
+    rate = long_src[:, RATE_IN] + long_src[:, RATE_OUT]
+    thr = long_src[:, THR_IN] + long_src[:, THR_OUT]
+    sessions = b.consumer_count + b.producer_count
+    reasons = split_reasons(
+        b.topics, sessions, rate, thr, max_topics, max_sessions, max_rate, max_bw, prof.split_min_two_topics
+    )
+    cand = (b.owner >= 0) & (reasons != "")
+    if prof.split_min_two_topics:
+        cand &= b.topics >= 2
+    rows = np.flatnonzero(cand)
+    rows = rows[np.lexsort((rows, b.owner[rows]))]  # broker rows, then bundle rows
+    counts = _namespace_counts(ld, bundle_count_per_namespace)
+    planned: dict[str, int] = {}
+    out: list[tuple[int, int, str]] = []
+    for row in rows.tolist():
+        ns = b.namespaces[row]
+        current = counts.get(ns, 0)
+        extra = planned.get(ns, 0) if prof.split_min_two_topics else 0
+        if current + extra < max_bundles:
+            out.append((row, int(b.owner[row]), str(reasons[row])))
+            planned[ns] = planned.get(ns, 0) + 1
+    return out
+
+
+def _namespace_counts(ld: LoadData, given: Mapping[str, int] | None) -> dict[str, int]:
+    known: dict[str, int] = {}
+    for ns in ld.bundles.namespaces:
+        known[ns] = known.get(ns, 0) + 1
+    if given:
+        known.update({k: int(v) for k, v in given.items()})
+    return known
+
+
+def check_namespace_bundle_split(
+    ld: LoadData,
+    conf: PulsarConfig,
+    namespace_boundaries: Mapping[str, np.ndarray] | None = None,
+    *,
+    should_unload: Callable[[str, str], bool] | None = None,
+    topics: Mapping[str, TopicStats] | None = None,
+) -> list[SplitDecision]:
+    """``ModularLoadManagerImpl.checkNamespaceBundleSplit`` on the leader: the splits of this refresh.
+
+    Skipped when ``loadBalancerAutoBundleSplitEnabled`` is false or at most one broker is known. For each
+    bundle of ``find_bundles_to_split``: skip if it can't split (``canSplitBundle``) or is no longer in its
+    namespace layout (``namespace_boundaries``; namespaces without a layout are not checked); otherwise split
+    with ``defaultNamespaceBundleSplitAlgorithm`` (``algorithm_by_name``; ``topics`` gives per-bundle topic
+    data for the topic-aware algorithms). ``unload`` = ``loadBalancerAutoUnloadSplitBundlesEnabled`` and
+    ``should_unload(bundle, broker)`` (``shouldNamespacePoliciesUnload`` and
+    ``shouldAntiAffinityNamespaceUnload``; default: True). The caller applies each decision: drop the
+    parent's BundleData and lastStats entry (also when ``boundaries`` is empty), replace the layout with
+    ``apply_split`` and give the children to ``broker`` (then unload them if ``unload``).
+    """
+    if not conf["loadBalancerAutoBundleSplitEnabled"] or len(ld.brokers) <= 1:
+        return []
+    layouts = {ns: np.asarray(v, dtype=np.int64) for ns, v in (namespace_boundaries or {}).items()}
+    counts = {ns: int(v.size - 1) for ns, v in layouts.items()}
+    found = find_bundles_to_split(ld, conf, counts)
+    algorithm = algorithm_by_name(conf["defaultNamespaceBundleSplitAlgorithm"], conf)
+    unload_enabled = bool(conf["loadBalancerAutoUnloadSplitBundlesEnabled"])
+    max_bundles, max_topics, max_sessions, max_rate, max_bw = split_thresholds(conf)
+    b = ld.bundles
+    out: list[SplitDecision] = []
+    for row, broker_row, reason in found:
+        name, ns = b.names[row], b.namespaces[row]
+        lo, hi = int(b.lower[row]), int(b.upper[row])
+        if not can_split(lo, hi):
+            continue
+        layout = layouts.get(ns)
+        if layout is not None and bundle_index_in_layout(layout, lo, hi) < 0:
+            continue  # [M] "Bundle has been removed, skip split this bundle"
+        broker = ld.brokers.ids[broker_row]
+        unload = unload_enabled and (should_unload(name, broker) if should_unload is not None else True)
+        try:
+            cuts = split_boundaries(
+                algorithm,
+                lo,
+                hi,
+                topics=(topics or {}).get(name),
+                topic_count=int(b.topics[row]),
+                conf=conf,
+            )
+            if cuts and layout is not None:
+                layouts[ns] = apply_split(layout, lo, hi, cuts)
+            elif cuts:
+                apply_split([lo, hi], lo, hi, cuts)  # validates the boundaries
+        except ValueError:
+            cuts = []  # the factory rejects the boundaries: the split fails
+        long_src = b.long[row] if b.has_bundle_data[row] else np.zeros(4)
+        details = {
+            "topics": float(b.topics[row]),
+            "maxTopics": float(max_topics),
+            "sessions": float(b.consumer_count[row] + b.producer_count[row]),
+            "maxSessions": float(max_sessions),
+            "msgRate": float(long_src[RATE_IN] + long_src[RATE_OUT]),
+            "maxMsgRate": max_rate,
+            "msgThroughput": float(long_src[THR_IN] + long_src[THR_OUT]),
+            "maxMsgThroughput": max_bw,
+        }
+        out.append(
+            SplitDecision(
+                bundle=name,
+                namespace=ns,
+                lower=lo,
+                upper=hi,
+                broker=broker,
+                boundaries=list(cuts),
+                children=child_names(ns, lo, hi, cuts) if cuts else [],
+                algorithm=algorithm,
+                reason=reason,
+                unload=unload,
+                bundle_row=row,
+                broker_row=broker_row,
+                details=details,
+            )
+        )
+    return out

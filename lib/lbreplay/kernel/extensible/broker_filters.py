@@ -1,0 +1,157 @@
+"""Broker filter pipeline of the extensible load manager, on boolean candidate masks over ``ExtensibleContext`` rows.
+
+Mirrors ``extensions.filter.BrokerLoadManagerClassFilter``, ``BrokerMaxTopicCountFilter`` and
+``BrokerVersionFilter`` (the pipeline built in the ``ExtensibleLoadManagerImpl`` constructor, in that order),
+then the context's ``extra_filters`` (isolation / anti-affinity filters added at ``initialize``).
+Error handling follows the two callers:
+
+* ``ExtensibleLoadManagerImpl.selectAsync`` (assignment): a failing filter resets the candidates to the last
+  set every earlier filter agreed on (``availableBrokers.keySet().retainAll(...)``) — ``on_error="reset"``;
+* ``TransferShedder.isTransferable``: a failing filter makes the bundle not transferable — ``on_error="fail"``
+  (the pipeline returns ``None``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+import numpy as np
+
+from lbreplay.kernel.config import PulsarConfig
+from lbreplay.kernel.extensible.context import BrokerFilterFn, ExtensibleContext
+
+
+class BrokerFilterError(Exception):
+    """``BrokerFilterException`` (and ``BrokerFilterBadVersionException``)."""
+
+
+def load_manager_class_filter(ctx: ExtensibleContext, conf: PulsarConfig, bundle: str, cand: np.ndarray) -> np.ndarray:
+    """``BrokerLoadManagerClassFilter``: keep brokers whose ``BrokerLookupData.loadManagerClassName`` equals
+    ``loadManagerClassName`` (a missing class name, from an old broker, never matches). Skipped when the context
+    carries no lookup data at all."""
+    if ctx.load_manager_class_name is None or not cand.any():
+        return cand
+    want = conf["loadManagerClassName"]
+    same = np.array([c == want for c in ctx.load_manager_class_name], dtype=bool)
+    return cand & same
+
+
+def max_topic_count_filter(ctx: ExtensibleContext, conf: PulsarConfig, bundle: str, cand: np.ndarray) -> np.ndarray:
+    """``BrokerMaxTopicCountFilter``: drop brokers with ``BrokerLoadData.topics >= loadBalancerBrokerMaxTopics``
+    (no load data counts as 0 topics)."""
+    topics = np.where(ctx.has_load_data, ctx.load.topics, 0)
+    return cand & (topics < int(conf["loadBalancerBrokerMaxTopics"]))
+
+
+# --- semantic versions (com.github.zafarkhaja.semver.Version, as used by BrokerVersionFilter) -------------------
+_SEMVER = re.compile(
+    r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-((?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*))?"
+    r"(?:\+([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?"
+)
+
+SemVer = tuple[tuple[int, int, int], tuple[str, ...], tuple[str, ...]]
+
+
+def parse_semver(text: str) -> SemVer:
+    """``Version.valueOf``: strict SemVer 2.0 ``MAJOR.MINOR.PATCH[-pre][+build]``; raises ``ValueError``."""
+    m = _SEMVER.fullmatch(text)
+    if not m:
+        raise ValueError(f"invalid version {text!r}")
+    pre = tuple(m.group(4).split(".")) if m.group(4) else ()
+    build = tuple(m.group(5).split(".")) if m.group(5) else ()
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3))), pre, build
+
+
+def _cmp(a: object, b: object) -> int:
+    return (a > b) - (a < b)  # type: ignore[operator]
+
+
+def _compare_ids(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    """``MetadataVersion.compareTo`` of two non-empty identifier lists (numeric < alphanumeric, shorter < longer)."""
+    for x, y in zip(a, b):
+        xn, yn = x.isdigit(), y.isdigit()
+        if xn and yn:
+            c = _cmp(int(x), int(y))
+        elif xn != yn:
+            c = -1 if xn else 1
+        else:
+            c = _cmp(x, y)
+        if c:
+            return c
+    return _cmp(len(a), len(b))
+
+
+def compare_semver(a: SemVer, b: SemVer) -> int:
+    """``Version.compareTo``: normal version, then pre-release (a pre-release is lower than the release)."""
+    c = _cmp(a[0], b[0])
+    if c:
+        return c
+    if a[1] and b[1]:
+        return _compare_ids(a[1], b[1])
+    return _cmp(not a[1], not b[1])
+
+
+def compare_semver_build_aware(a: SemVer, b: SemVer) -> int:
+    """``Version.BUILD_AWARE_ORDER``: as ``compareTo``, then build metadata (a version with build metadata is higher)."""
+    c = compare_semver(a, b)
+    if c:
+        return c
+    if a[2] and b[2]:
+        return _compare_ids(a[2], b[2])
+    return _cmp(bool(a[2]), bool(b[2]))
+
+
+def version_filter(ctx: ExtensibleContext, conf: PulsarConfig, bundle: str, cand: np.ndarray) -> np.ndarray:
+    """``BrokerVersionFilter`` (when ``preferLaterVersions``): keep only brokers on the latest version
+    (``BUILD_AWARE_ORDER``; kept brokers are those whose version ``equals`` the latest). A missing or invalid
+    version string raises ``BrokerFilterError``. Skipped when the context carries no lookup data."""
+    if not conf["preferLaterVersions"] or not cand.any() or ctx.broker_version is None:
+        return cand
+    rows = np.flatnonzero(cand)
+    parsed: dict[int, SemVer] = {}
+    latest: SemVer | None = None
+    for i in rows.tolist():
+        text = ctx.broker_version[i]
+        if not text:
+            raise BrokerFilterError(f'No version string in lookup data for broker "{ctx.broker_ids[i]}"')
+        try:
+            v = parse_semver(text)
+        except ValueError:
+            raise BrokerFilterError(f'Invalid version string in lookup data for broker "{ctx.broker_ids[i]}"') from None
+        parsed[i] = v
+        if latest is None or compare_semver_build_aware(latest, v) < 0:
+            latest = v
+    out = cand.copy()
+    for i, v in parsed.items():
+        if compare_semver(v, latest) != 0:  # type: ignore[arg-type]
+            out[i] = False
+    return out
+
+
+DEFAULT_PIPELINE: tuple[BrokerFilterFn, ...] = (load_manager_class_filter, max_topic_count_filter, version_filter)
+
+
+def filter_brokers(
+    ctx: ExtensibleContext,
+    conf: PulsarConfig,
+    bundle: str,
+    candidates: np.ndarray | None = None,
+    *,
+    on_error: Literal["reset", "fail"] = "reset",
+) -> np.ndarray | None:
+    """Run the pipeline (defaults, then ``ctx.extra_filters``) for ``bundle`` over ``candidates``
+    (default: the available brokers). Returns the surviving mask, or ``None`` when a filter fails and
+    ``on_error == "fail"``."""
+    good = (ctx.available if candidates is None else np.asarray(candidates, dtype=bool)).copy()
+    cand = good.copy()
+    for f in (*DEFAULT_PIPELINE, *ctx.extra_filters):
+        try:
+            cand = np.asarray(f(ctx, conf, bundle, cand.copy()), dtype=bool)
+            good &= cand
+        except BrokerFilterError:
+            if on_error == "fail":
+                return None
+            cand = good.copy()
+    return cand

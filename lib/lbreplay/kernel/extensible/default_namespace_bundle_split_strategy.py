@@ -1,0 +1,185 @@
+"""``DefaultNamespaceBundleSplitStrategyImpl`` (extensible load manager, PIP-192).
+
+Each broker runs the strategy every ``loadBalancerSplitIntervalMinutes`` on its **current**
+``NamespaceBundleStats`` (``BrokerService.getBundleStats``), with its own ``splitConditionHitCounts``. One
+object here stands for the strategy instances of all brokers: rows are grouped by the reporting broker,
+brokers are visited in sorted order, and each broker's rows in the order given (pass them sorted by bundle
+name: Java iterates a ``ConcurrentHashMap``). State: ``{"splitConditionHitCounts": {broker: {bundle: n}}}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from lbreplay.kernel.bundle_split import SplitDecision, split_reasons, split_thresholds
+from lbreplay.kernel.config import PulsarConfig
+from lbreplay.kernel.naming import can_split, format_range
+from lbreplay.kernel.split_algorithms import TopicStats, algorithm_by_name, child_names, split_boundaries
+
+
+class DefaultNamespaceBundleSplitStrategy:
+    """``DefaultNamespaceBundleSplitStrategyImpl.findBundlesToSplit`` with its hit counters and SplitCounter."""
+
+    def __init__(self) -> None:
+        self.split_condition_hit_counts: dict[str, dict[str, int]] = {}
+        self._failures = 0  # SplitCounter.update(Failure, Unknown) of the last call
+        self._decisions = 0
+
+    # --- state threading -------------------------------------------------------------------------------
+    def get_state(self) -> dict[str, Any]:
+        return {"splitConditionHitCounts": {b: dict(m) for b, m in sorted(self.split_condition_hit_counts.items())}}
+
+    def set_state(self, state: Mapping[str, Any] | None) -> None:
+        raw = (state or {}).get("splitConditionHitCounts") or {}
+        self.split_condition_hit_counts = {str(b): {str(k): int(v) for k, v in m.items()} for b, m in raw.items()}
+
+    def stats(self) -> dict[str, Any]:
+        """``SplitCounter`` figures of the last call: failed split attempts (Failure/Unknown) and decisions."""
+        return {"splitFailures": self._failures, "splitDecisions": self._decisions}
+
+    def skip_reason(self) -> str | None:
+        return None
+
+    # --- the strategy ------------------------------------------------------------------------------------
+    def find_bundles_to_split(
+        self,
+        conf: PulsarConfig,
+        *,
+        reporter: Sequence[str],
+        bundles: Sequence[str],
+        namespaces: Sequence[str],
+        lower: Sequence[int] | np.ndarray,
+        upper: Sequence[int] | np.ndarray,
+        msg_rate: Sequence[float] | np.ndarray,
+        msg_throughput: Sequence[float] | np.ndarray,
+        topics: Sequence[int] | np.ndarray,
+        sessions: Sequence[int] | np.ndarray,
+        bundle_count_per_namespace: Mapping[str, int],
+        owner: Sequence[str | None] | None = None,
+        splitting_bundles: Iterable[str] = (),
+        topic_stats: Mapping[str, TopicStats] | None = None,
+    ) -> list[SplitDecision]:
+        """One split cycle of every reporting broker.
+
+        Row ``i``: bundle ``bundles[i]`` in the stats of broker ``reporter[i]``; ``msg_rate`` and
+        ``msg_throughput`` are in + out, ``sessions`` consumers + producers. ``owner[i]`` is the bundle's owner in
+        the service-unit channel (``channel.isOwner``; None = no ownership check). ``splitting_bundles`` are the
+        channel's bundles in ``Splitting`` state. A namespace missing from ``bundle_count_per_namespace`` counts as
+        a failed lookup (Java: ``getBundleCount`` throws). Per broker: skip rows with < 2 topics, not owned, or
+        that can't split (failure); count a hit when a condition holds (Topics, Sessions if ``…MaxSessions`` > 0,
+        MsgRate, Bandwidth; else reset); act only when hits > ``loadBalancerNamespaceBundleSplitConditionHitCountThreshold``,
+        the namespace stays below ``loadBalancerNamespaceMaximumBundles`` with this broker's planned splits, and no
+        bundle of the namespace in Splitting state shares the lower or upper hex bound; split with the default
+        algorithm, which must give exactly one boundary (else failure); stop after
+        ``loadBalancerMaxNumberOfBundlesToSplitPerCycle`` decisions of that broker. Decisions never unload.
+        """
+        self._failures = 0
+        self._decisions = 0
+        if not conf["loadBalancerAutoBundleSplitEnabled"]:
+            return []
+        n = len(bundles)
+        lo = np.asarray(lower, dtype=np.int64)
+        hi = np.asarray(upper, dtype=np.int64)
+        tp = np.asarray(topics, dtype=np.int64)
+        max_bundles, max_topics, max_sessions, max_rate, max_bw = split_thresholds(conf)
+        reasons = split_reasons(
+            tp,
+            np.asarray(sessions, dtype=np.int64),
+            np.asarray(msg_rate, dtype=np.float64),
+            np.asarray(msg_throughput, dtype=np.float64),
+            max_topics,
+            max_sessions,
+            max_rate,
+            max_bw,
+        )
+        splittable = np.asarray(can_split(lo, hi), dtype=bool).reshape(n)
+        rep = np.asarray(list(reporter), dtype=object)
+        owned = np.ones(n, dtype=bool) if owner is None else np.array([o is None or o == r for o, r in zip(owner, rep)])
+        max_split = int(conf["loadBalancerMaxNumberOfBundlesToSplitPerCycle"])
+        threshold = int(conf["loadBalancerNamespaceBundleSplitConditionHitCountThreshold"])
+        algorithm = algorithm_by_name(conf["defaultNamespaceBundleSplitAlgorithm"], conf)
+        # bundle -> range of the channel's Splitting entries (LoadManagerShared.getBundleRangeFromBundleName)
+        splitting = sorted((b, b.rpartition("/")[2]) for b in set(splitting_bundles))
+
+        out: list[SplitDecision] = []
+        new_counts: dict[str, dict[str, int]] = {}
+        for broker in sorted(set(rep.tolist())):
+            rows = np.flatnonzero(rep == broker)
+            hits = {k: v for k, v in self.split_condition_hit_counts.get(broker, {}).items()}
+            present = {bundles[i] for i in rows.tolist()}
+            hits = {k: v for k, v in hits.items() if k in present}  # retainAll(bundleStatsMap.keySet())
+            planned: dict[str, int] = {}
+            decided = 0
+            for i in rows.tolist():
+                name, ns = bundles[i], namespaces[i]
+                if tp[i] < 2 or not owned[i]:
+                    continue
+                if not splittable[i]:
+                    self._failures += 1
+                    continue
+                reason = str(reasons[i])
+                if reason:
+                    hits[name] = hits.get(name, 0) + 1
+                else:
+                    hits.pop(name, None)
+                if hits.get(name, 0) <= threshold:
+                    continue
+                if ns not in bundle_count_per_namespace:
+                    self._failures += 1
+                    continue
+                if int(bundle_count_per_namespace[ns]) + planned.get(ns, 0) >= max_bundles:
+                    continue
+                low_hex, _, up_hex = format_range(int(lo[i]), int(hi[i])).partition("_")
+                if any(
+                    sb.startswith(ns) and (sb_rng.startswith(low_hex) or sb_rng.endswith(up_hex))
+                    for sb, sb_rng in splitting
+                ):
+                    continue  # a (parent) bundle is in Splitting state
+                try:
+                    cuts = split_boundaries(
+                        algorithm,
+                        int(lo[i]),
+                        int(hi[i]),
+                        topics=(topic_stats or {}).get(name),
+                        topic_count=int(tp[i]),
+                        conf=conf,
+                    )
+                except ValueError:
+                    cuts = []
+                if len(cuts) != 1 or not (int(lo[i]) < cuts[0] < int(hi[i])):
+                    self._failures += 1
+                    continue
+                out.append(
+                    SplitDecision(
+                        bundle=name,
+                        namespace=ns,
+                        lower=int(lo[i]),
+                        upper=int(hi[i]),
+                        broker=str(broker),
+                        boundaries=list(cuts),
+                        children=child_names(ns, int(lo[i]), int(hi[i]), cuts),
+                        algorithm=algorithm,
+                        reason=reason,
+                        unload=False,
+                        bundle_row=int(i),
+                        details={
+                            "topics": float(tp[i]),
+                            "sessions": float(np.asarray(sessions)[i]),
+                            "msgRate": float(np.asarray(msg_rate)[i]),
+                            "msgThroughput": float(np.asarray(msg_throughput)[i]),
+                            "hitCount": float(hits[name]),
+                        },
+                    )
+                )
+                planned[ns] = planned.get(ns, 0) + 1
+                hits.pop(name, None)
+                decided += 1
+                if decided == max_split:
+                    break
+            new_counts[str(broker)] = hits
+        self.split_condition_hit_counts = {b: m for b, m in new_counts.items() if m}
+        self._decisions = len(out)
+        return out

@@ -1,0 +1,77 @@
+"""``LeastResourceUsageWithWeight`` (modular placement, PULSAR-LB-SPEC.md §4.3).
+
+Mirrors ``org.apache.pulsar.broker.loadbalance.impl.LeastResourceUsageWithWeight``: per candidate, the EWMA
+``brokerAvgResourceUsageWithWeight`` of the weighted max usage is advanced on EVERY ``selectBroker`` call
+(``updateAndGetMaxResourceUsageWithWeight``); it restarts from the current usage when the broker reports no
+bundles or no message rate. Brokers whose EWMA + ``loadBalancerAverageResourceUsageDifferenceThresholdPercentage``
+is at most the candidates' average are the best; if none, every candidate. The pick is uniform (``rng``).
+Candidates are visited in sorted row order (Java: ``HashSet`` order, which only affects the float sum).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from lbreplay.kernel.config import PulsarConfig
+from lbreplay.kernel.load_data import LoadData
+from lbreplay.kernel.resource_usage import weighted_max_usage
+
+MAX_RESOURCE_USAGE = 1.0  # LeastResourceUsageWithWeight.MAX_RESOURCE_USAGE (getOrDefault for unknown brokers)
+
+
+class LeastResourceUsageWithWeight:
+    """``ModularLoadManagerStrategy`` with the per-broker EWMA as state."""
+
+    def __init__(self) -> None:
+        self.ema: dict[str, float] = {}  # brokerAvgResourceUsageWithWeight
+        self.last_average: float | None = None
+
+    def update_usage(self, rows: np.ndarray, ld: LoadData, conf: PulsarConfig) -> np.ndarray:
+        """``updateAndGetMaxResourceUsageWithWeight`` for ``rows``: advance and return their EWMAs."""
+        br = ld.brokers
+        h = conf.history_percentage
+        usage = weighted_max_usage(br.usage[rows], br.limit[rows], conf)
+        bundles = ld.bundle_count()[rows]
+        idle = (bundles == 0) | ((br.msg_rate_in[rows] == 0) & (br.msg_rate_out[rows] == 0))
+        out = np.empty(rows.size)
+        for k, row in enumerate(rows):
+            broker = br.ids[row]
+            prev = None if idle[k] else self.ema.get(broker)
+            value = float(usage[k]) if prev is None else prev * h + (1 - h) * float(usage[k])
+            self.ema[broker] = value
+            out[k] = value
+        return out
+
+    def select_broker(
+        self, candidates: np.ndarray, bundle: str, ld: LoadData, conf: PulsarConfig, rng: np.random.Generator
+    ) -> int:
+        """``selectBroker``: -1 when there are no candidates."""
+        rows = np.asarray(candidates, dtype=np.int64)
+        if rows.size == 0:
+            return -1
+        ema = self.update_usage(rows, ld, conf)
+        total = 0.0
+        for v in ema:  # Java sums in iteration order; keep a left-to-right double sum
+            total += float(v)
+        avg = total / rows.size
+        self.last_average = avg
+        diff = conf["loadBalancerAverageResourceUsageDifferenceThresholdPercentage"] / 100.0
+        best = rows[ema + diff <= avg]
+        if best.size == 0:  # "Assign randomly as all brokers are overloaded"
+            best = rows
+        if best.size == 1:
+            return int(best[0])
+        return int(best[rng.integers(best.size)])
+
+    def on_active_brokers_change(self, active: set[str]) -> None:
+        """Prune the EWMA of brokers no longer active ([M] ``onActiveBrokersChange``)."""
+        self.ema = {b: v for b, v in self.ema.items() if b in active}
+
+    def get_state(self) -> dict[str, Any]:
+        return {"brokerAvgResourceUsageWithWeight": dict(sorted(self.ema.items()))}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        raw = (state or {}).get("brokerAvgResourceUsageWithWeight", {}) or {}
+        self.ema = {str(k): float(v) for k, v in raw.items()}

@@ -1,0 +1,134 @@
+"""The leader's shedding pass and assignment loop of the modular load manager (PULSAR-LB-SPEC.md §6, §4).
+
+Mirrors ``ModularLoadManagerImpl.doLoadShedding`` (with ``shouldNamespacePoliciesUnload`` /
+``shouldAntiAffinityNamespaceUnload`` and the destination chosen by ``selectBroker``), the strategy pairing of
+``ModularLoadManagerImpl.initialize`` and, for a list of bundles, ``selectBrokerForAssignment`` in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from lbreplay.errors import UsageError
+from lbreplay.kernel.config import PulsarConfig, short_class
+from lbreplay.kernel.load_data import LoadData, split_bundle_name
+from lbreplay.kernel.placement import LeaderState, select_broker, select_broker_for_assignment
+from lbreplay.kernel.policies import NamespacePolicies
+from lbreplay.kernel.strategy import LoadSheddingStrategy, ModularLoadManagerStrategy, Unload, strategy_class
+from lbreplay.kernel.version_profile import profile_for
+
+MINUTE_MS = 60_000
+
+
+def create_strategies(conf: PulsarConfig) -> tuple[LoadSheddingStrategy, ModularLoadManagerStrategy]:
+    """``ModularLoadManagerImpl.initialize``: the placement strategy from ``loadBalancerLoadPlacementStrategy``;
+    when it is also a shedding strategy (AvgShedder) the shedding strategy must be the same class and the SAME
+    instance is used for both, otherwise ``loadBalancerLoadSheddingStrategy`` is created on its own."""
+    placement_name = conf["loadBalancerLoadPlacementStrategy"]
+    shedding_name = conf["loadBalancerLoadSheddingStrategy"]
+    placement_cls = strategy_class("placement", placement_name)
+    placement = placement_cls()
+    if hasattr(placement, "find_bundles_for_unloading"):
+        if short_class(shedding_name) != short_class(placement_name):
+            raise UsageError(
+                f"config.loadBalancerLoadSheddingStrategy: the load shedding strategy {shedding_name} "
+                f"can't work with the placement strategy {placement_name}"
+            )
+        return placement, placement  # type: ignore[return-value]
+    return strategy_class("shedding", shedding_name)(), placement
+
+
+def prune_recently_unloaded(ld: LoadData, conf: PulsarConfig, now_ms: int) -> None:
+    """Drop ``recentlyUnloadedBundles`` entries older than ``loadBalancerSheddingGracePeriodMinutes`` (strict ``<``)."""
+    cutoff = now_ms - int(conf["loadBalancerSheddingGracePeriodMinutes"]) * MINUTE_MS
+    ld.recently_unloaded_bundles = {b: t for b, t in ld.recently_unloaded_bundles.items() if not t < cutoff}
+
+
+def do_load_shedding(
+    ld: LoadData,
+    conf: PulsarConfig,
+    shedder: LoadSheddingStrategy,
+    placement_strategy: ModularLoadManagerStrategy,
+    leader_state: LeaderState,
+    policies: NamespacePolicies,
+    rng: np.random.Generator,
+    now_ms: int,
+    available: np.ndarray | None = None,
+) -> list[Unload]:
+    """``ModularLoadManagerImpl.doLoadShedding``: the unloads the leader actually issues, in order.
+
+    * Nothing when ``loadBalancerEnabled``/``loadBalancerSheddingEnabled`` is off, or when at most one broker is
+      available ("Only 1 broker available") -- the strategy is not called, so its state does not advance.
+    * Prunes ``recentlyUnloadedBundles`` by the grace period, then asks the strategy for its plan.
+    * Brokers of the plan are visited in sorted id order (Java: the multimap's hash order), bundles in plan order.
+      Skipped: shedding-excluded namespaces (PIP-380), bundles no other broker may own under the namespace
+      isolation policies, anti-affinity refusals. [3.x+] The destination is ``selectBroker`` (full pipeline, no
+      preallocation, the owner stays a candidate); none or the owner itself -> skipped. [2.x] no destination and
+      no namespace-policies check: the bundle is placed at its next lookup.
+    * Each issued unload is recorded in ``recentlyUnloadedBundles`` at ``now_ms``.
+    * ``on_unload_attempt_completed(planned bundles)`` runs in a ``finally``.
+    """
+    if not (conf["loadBalancerEnabled"] and conf["loadBalancerSheddingEnabled"]):
+        return []
+    br = ld.brokers
+    avail = np.ones(len(br), dtype=bool) if available is None else np.asarray(available, dtype=bool)
+    if int(avail.sum()) <= 1:
+        return []
+    prune_recently_unloaded(ld, conf, now_ms)
+    plan = shedder.find_bundles_for_unloading(ld, conf)
+    planned = {u.bundle for u in plan}
+    with_destination = profile_for(conf["pulsarVersion"]).unload_with_destination
+    issued: list[Unload] = []
+    try:
+        by_broker: dict[str, list[Unload]] = {}
+        for u in plan:
+            by_broker.setdefault(u.broker, []).append(u)
+        for broker in sorted(by_broker):
+            source = br.index(broker)
+            for u in by_broker[broker]:
+                ns, _ = split_bundle_name(u.bundle)
+                if policies.is_shedding_excluded(ns):
+                    continue
+                if with_destination and not policies.should_namespace_policies_unload(ns, source, br, avail):
+                    continue
+                if not policies.should_anti_affinity_namespace_unload(
+                    ns, source, br, avail, leader_state.bundle_ranges
+                ):
+                    continue
+                dest: str | None = None
+                if with_destination:
+                    dest = select_broker(u.bundle, ld, conf, placement_strategy, leader_state, policies, rng, avail)
+                    if dest is None or dest == broker:
+                        continue
+                issued.append(Unload(broker, u.bundle, u.reason, dest, dict(u.details)))
+                ld.recently_unloaded_bundles[u.bundle] = now_ms
+    finally:
+        shedder.on_unload_attempt_completed(planned)
+    return issued
+
+
+def assign(
+    bundles: Iterable[str],
+    ld: LoadData,
+    conf: PulsarConfig,
+    placement_strategy: ModularLoadManagerStrategy,
+    leader_state: LeaderState,
+    policies: NamespacePolicies,
+    rng: np.random.Generator,
+    available: np.ndarray | None = None,
+) -> list[tuple[str, str | None]]:
+    """``selectBrokerForAssignment`` for each bundle in order (with preallocation); (bundle, broker or None)."""
+    return [
+        (b, select_broker_for_assignment(b, ld, conf, placement_strategy, leader_state, policies, rng, available))
+        for b in bundles
+    ]
+
+
+def strategies_state(shedder: LoadSheddingStrategy, placement: ModularLoadManagerStrategy) -> dict[str, Any]:
+    """Both strategies' state for ``strategyState`` (one entry when they are the same instance)."""
+    if shedder is placement:
+        return {"shedding": shedder.get_state()}
+    return {"shedding": shedder.get_state(), "placement": placement.get_state()}

@@ -1,0 +1,112 @@
+"""``org.apache.pulsar.broker.loadbalance.impl.OverloadShedder`` (the default before 2.10).
+
+Sheds from every broker whose usage reaches ``loadBalancerBrokerOverloadedThresholdPercentage``
+enough throughput to land 5 % below it (``ADDITIONAL_THRESHOLD_PERCENT_MARGIN``), largest short-term
+bundles first. Equality counts as overloaded (the source skips only ``usage < threshold``); there is no
+minimum-throughput gate; a broker with a single bundle is only warned about. The usage is
+``getMaxResourceUsage()`` before PIP-358 and the weighted max since 4.0 (``overload_check_usage``).
+No cross-tick state. Brokers are visited in sorted id order (Java: hash-map order).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from lbreplay.kernel.config import PulsarConfig
+from lbreplay.kernel.load_data import LoadData
+from lbreplay.kernel.resource_usage import overload_check_usage
+from lbreplay.kernel.selection import (
+    SkipReasons,
+    population_std,
+    ranked_candidates,
+    select_largest_first,
+    short_term_throughput,
+)
+from lbreplay.kernel.strategy import Unload
+
+ADDITIONAL_THRESHOLD_PERCENT_MARGIN = 0.05  # OverloadShedder.ADDITIONAL_THRESHOLD_PERCENT_MARGIN
+REASON = "resource usage above overload threshold"
+# Skip reasons, least to most progress: nothing overloaded; overloaded but no/one bundle; nothing selectable.
+SKIPS = ("NoBrokers", "Balanced", "NoBundles", "SoleBundle", "NoCandidates")
+
+
+class OverloadShedder:
+    """``OverloadShedder.findBundlesForUnloading``; stateless across ticks."""
+
+    def __init__(self) -> None:
+        self._stats: dict[str, Any] = {}
+        self._skip: str | None = None
+
+    def find_bundles_for_unloading(self, ld: LoadData, conf: PulsarConfig) -> list[Unload]:
+        brokers = ld.brokers
+        skip = SkipReasons(SKIPS)
+        self._stats = {}
+        if len(brokers) == 0:
+            skip.note("NoBrokers")
+            self._skip = skip.reason()
+            return []
+        overload = conf.overload_threshold
+        usage = overload_check_usage(brokers.usage, brokers.limit, conf)
+        throughput = brokers.msg_throughput
+        need = throughput * (usage - overload + ADDITIONAL_THRESHOLD_PERCENT_MARGIN)
+        counts = ld.bundle_count()
+        overloaded = ~(usage < overload)  # equality (and NaN, as in Java) counts as overloaded
+        self._stats = {
+            "loadAvg": float(np.mean(usage)),
+            "loadStd": population_std(usage),
+            "overloadThreshold": overload,
+            "usage": {brokers.ids[i]: float(u) for i, u in enumerate(usage)},
+        }
+        if not overloaded.any():
+            skip.note("Balanced")
+            self._skip = skip.reason()
+            return []
+        candidates = ld.shedding_candidates()
+        values = short_term_throughput(ld)
+        at_least_one = bool(conf["atLeastOneBundleSelected"])
+        out: list[Unload] = []
+        for i in np.flatnonzero(overloaded).tolist():
+            if counts[i] > 1:
+                rows, vals = ranked_candidates(ld, i, values, candidates)
+                picked = select_largest_first(rows, vals, float(need[i]), at_least_one)
+                if picked.size == 0:
+                    skip.note("NoCandidates")
+                for k, row in enumerate(picked.tolist()):
+                    out.append(
+                        Unload(
+                            broker=brokers.ids[i],
+                            bundle=ld.bundles.names[row],
+                            reason=REASON,
+                            details={
+                                "usage": float(usage[i]),
+                                "threshold": overload,
+                                "required": float(need[i]),
+                                "brokerThroughput": float(throughput[i]),
+                                "bundleLoad": float(vals[k]),
+                            },
+                        )
+                    )
+            else:
+                skip.note("SoleBundle" if counts[i] == 1 else "NoBundles")
+        self._skip = None if out else skip.reason()
+        return out
+
+    def on_active_brokers_change(self, active: set[str]) -> None:
+        """No per-broker state."""
+
+    def on_unload_attempt_completed(self, bundles: set[str]) -> None:
+        """No pending state."""
+
+    def stats(self) -> dict[str, Any]:
+        return dict(self._stats)
+
+    def skip_reason(self) -> str | None:
+        return self._skip
+
+    def get_state(self) -> dict[str, Any]:
+        return {}
+
+    def set_state(self, state: dict[str, Any] | None) -> None:
+        """Stateless: nothing to restore."""

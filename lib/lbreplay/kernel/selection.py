@@ -1,0 +1,137 @@
+"""Bundle ranking and selection shared by the modular shedding strategies.
+
+``select_largest_first`` is the greedy loop OverloadShedder and ThresholdShedder share
+(``OverloadShedder.findBundlesForUnloading``'s stream and ``ThresholdShedder.filterAndSelectBundle``);
+``select_fitting`` is the "take a bundle if it still fits the remaining need" loop of
+UniformLoadShedder and AvgShedder (``AvgShedder.selectBundleForUnloading``).
+
+Candidates are ``LoadData.getBundleDataForLoadShedding()`` entries owned by the broker and not in
+``recentlyUnloadedBundles``. Java streams a HashMap and sorts it stably; here candidates are visited in row
+(sorted bundle name) order, so equal values keep name order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lbreplay.kernel.load_data import RATE_IN, RATE_OUT, THR_IN, THR_OUT, LoadData
+
+INT_MAX = 2147483647
+INT_MIN = -2147483648
+
+
+def short_term_throughput(ld: LoadData) -> np.ndarray:
+    """``shortTermData.msgThroughputIn + msgThroughputOut`` per bundle row (bytes/s)."""
+    s = ld.bundles.short
+    return s[:, THR_IN] + s[:, THR_OUT]
+
+
+def short_term_msg_rate(ld: LoadData) -> np.ndarray:
+    """``shortTermData.msgRateIn + msgRateOut`` per bundle row (msg/s)."""
+    s = ld.bundles.short
+    return s[:, RATE_IN] + s[:, RATE_OUT]
+
+
+def ranked_candidates(
+    ld: LoadData, broker: int, values: np.ndarray, candidates: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Shedding candidates of ``broker`` sorted by ``values`` descending (``Double.compare(e2, e1)``).
+
+    ``candidates`` is ``ld.shedding_candidates()`` (pass it when ranking several brokers in one pass).
+    Returns (bundle rows, their values). The sort is stable, so ties keep row (name) order; NaN sorts
+    first, as ``Double.compare`` ranks NaN above every number.
+    """
+    if candidates is None:
+        candidates = ld.shedding_candidates()
+    rows = np.flatnonzero(candidates & ld.owned_mask(broker))
+    vals = values[rows]
+    key = np.where(np.isnan(vals), -np.inf, -vals)
+    order = np.argsort(key, kind="stable")
+    return rows[order], vals[order]
+
+
+def select_largest_first(
+    rows: np.ndarray, values: np.ndarray, minimum: float, at_least_one: bool = True
+) -> np.ndarray:
+    """Greedy "largest first": take bundles while ``marked < minimum`` (or none taken yet).
+
+    ``rows``/``values`` come from ``ranked_candidates`` (descending). The bundle that crosses the
+    minimum is included, so the total usually overshoots. ``at_least_one`` mirrors
+    ``atLeastOneBundleSelected`` (always true in released Pulsar). Assumes non-negative values, so the
+    selection is a prefix of the ranking.
+    """
+    if rows.size == 0:
+        return rows
+    marked_before = np.concatenate(([0.0], np.cumsum(values)[:-1]))
+    take = marked_before < minimum
+    if at_least_one:
+        take[0] = True
+    stop = int(np.argmin(take)) if not take.all() else take.size
+    return rows[:stop]
+
+
+def java_int(x: float) -> int:
+    """Java's ``(int)`` cast of a double: truncate toward zero, saturate, NaN -> 0."""
+    if x != x:
+        return 0
+    if x >= INT_MAX:
+        return INT_MAX
+    if x <= INT_MIN:
+        return INT_MIN
+    return int(x)
+
+
+def java_int_add(a: int, b: int) -> int:
+    """32-bit ``int`` addition with Java's wrap-around."""
+    s = (a + b) & 0xFFFFFFFF
+    return s - 0x100000000 if s > INT_MAX else s
+
+
+def select_fitting(
+    values: np.ndarray,
+    required: float,
+    *,
+    int_need: bool,
+    positive_only: bool = False,
+    slack: int = 0,
+    limit: int = -1,
+) -> tuple[np.ndarray, float]:
+    """Sequential "take it if it fits": select ``v`` when ``v <= remaining (+ slack)``, then ``remaining -= v``.
+
+    ``int_need`` mirrors UniformLoadShedder's ``MutableInt`` (``remaining`` is an int and
+    ``add(-v)`` truncates ``-v`` toward zero); otherwise the need is a double (AvgShedder's
+    ``MutableDouble``). ``positive_only`` skips ``v <= 0`` (AvgShedder's ``traffic > 0``).
+    ``limit`` (``maxUnloadBundleNumPerShedding``; -1 none) caps the count. Returns the selected
+    positions in ``values`` and the remaining need.
+    """
+    picked: list[int] = []
+    remaining: float | int = java_int(required) if int_need else float(required)
+    for i, v in enumerate(values.tolist()):
+        if limit != -1 and len(picked) >= limit:
+            break
+        if positive_only and not v > 0:
+            continue
+        bound = java_int_add(int(remaining), slack) if int_need else remaining
+        if v <= bound:
+            picked.append(i)
+            remaining = java_int_add(int(remaining), java_int(-v)) if int_need else remaining - v
+    return np.asarray(picked, dtype=np.int64), float(remaining)
+
+
+class SkipReasons:
+    """Why a pass decided nothing: of the reasons noted, the one furthest along ``order`` wins."""
+
+    def __init__(self, order: tuple[str, ...]) -> None:
+        self._order = order
+        self._best = -1
+
+    def note(self, reason: str) -> None:
+        self._best = max(self._best, self._order.index(reason))
+
+    def reason(self) -> str | None:
+        return self._order[self._best] if self._best >= 0 else None
+
+
+def population_std(values: np.ndarray) -> float:
+    """Population standard deviation (0 for no values)."""
+    return float(np.std(values)) if values.size else 0.0

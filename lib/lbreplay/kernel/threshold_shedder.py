@@ -1,0 +1,211 @@
+"""``org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder`` (the default since 2.10).
+
+Per shedding call every broker's weighted max usage advances an EWMA
+(``updateAvgResourceUsage``: ``prev * h + (1 - h) * u``, ``h = loadBalancerHistoryResourcePercentage``);
+a broker whose EWMA reaches ``avg + threshold`` sheds ``throughput * (cur - avg - threshold + 0.05)``
+(instantaneous ``localData`` throughput) if that is at least
+``loadBalancerBundleUnloadMinThroughputThreshold`` MiB/s and it owns more than one bundle.
+Version switches (``version_profile``): the first observation is taken raw since 2.10, while older
+versions seeded the history with 0.0 (first value ``(1 - h) * u``); the usage is the 4-arg weighted max
+since 3.0 and the 5-arg one (with memory) before.
+
+``lowerBoundarySheddingEnabled`` (#17456): when the main pass selected nothing,
+``tryLowerBoundaryShedding`` recomputes the average -- advancing every EWMA a second time in the same
+call -- and, if some broker is below ``avg - threshold``, sheds ``throughput * threshold * 0.5`` from the
+highest-EWMA broker above ``avg - threshold`` that owns more than one bundle.
+
+Brokers are visited in sorted id order (Java: hash-map order), so the lower-boundary tie (strict ``>``,
+first wins) goes to the smallest id; the average is summed sequentially in that order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from lbreplay.kernel.config import PulsarConfig
+from lbreplay.kernel.load_data import LoadData
+from lbreplay.kernel.resource_usage import weighted_max_usage
+from lbreplay.kernel.selection import (
+    SkipReasons,
+    population_std,
+    ranked_candidates,
+    select_largest_first,
+    short_term_throughput,
+)
+from lbreplay.kernel.strategy import Unload
+from lbreplay.kernel.version_profile import profile_for
+
+ADDITIONAL_THRESHOLD_PERCENT_MARGIN = 0.05  # ThresholdShedder.ADDITIONAL_THRESHOLD_PERCENT_MARGIN
+LOWER_BOUNDARY_THRESHOLD_MARGIN = 0.5  # ThresholdShedder.LOWER_BOUNDARY_THRESHOLD_MARGIN
+MB = 1024.0 * 1024.0
+REASON = "max resource usage above avgUsage and threshold"
+LOWER_BOUNDARY_REASON = "lower boundary shedding"
+# Skip reasons, least to most progress.
+SKIPS = ("NoBrokers", "ZeroAvgUsage", "Balanced", "MinThroughput", "NoBundles", "SoleBundle", "NoCandidates")
+
+
+class ThresholdShedder:
+    """``ThresholdShedder`` with its ``brokerAvgResourceUsage`` EWMA map as threaded state."""
+
+    def __init__(self) -> None:
+        self.broker_avg_resource_usage: dict[str, float] = {}
+        self._stats: dict[str, Any] = {}
+        self._skip: str | None = None
+
+    # --- EWMA -----------------------------------------------------------------------------------
+    def _advance(self, ld: LoadData, usage: np.ndarray, conf: PulsarConfig) -> tuple[np.ndarray, float]:
+        """``getBrokerAvgUsage``: advance every broker's EWMA once; return (EWMAs, their mean)."""
+        h = conf.history_percentage
+        raw_first = profile_for(conf["pulsarVersion"]).threshold_first_sample_raw
+        ids = ld.brokers.ids
+        prev = np.array([self.broker_avg_resource_usage.get(b, np.nan) for b in ids], dtype=np.float64)
+        seeded = np.where(np.isnan(prev), 0.0, prev)  # legacy: history defaults to 0.0
+        ewma = seeded * h + (1 - h) * usage
+        if raw_first:
+            ewma = np.where(np.isnan(prev), usage, ewma)
+        self.broker_avg_resource_usage.update(zip(ids, ewma.tolist()))
+        avg = float(np.cumsum(ewma)[-1]) / len(ids) if len(ids) else 0.0  # sequential sum, Java order
+        return ewma, avg
+
+    # --- LoadSheddingStrategy -------------------------------------------------------------------
+    def find_bundles_for_unloading(self, ld: LoadData, conf: PulsarConfig) -> list[Unload]:
+        brokers = ld.brokers
+        skip = SkipReasons(SKIPS)
+        threshold = conf["loadBalancerBrokerThresholdShedderPercentage"] / 100.0
+        min_throughput = conf["loadBalancerBundleUnloadMinThroughputThreshold"] * MB
+        usage = weighted_max_usage(brokers.usage, brokers.limit, conf)
+        cur, avg = self._advance(ld, usage, conf)
+        self._stats = self._figures(brokers.ids, cur, avg, threshold)
+        if len(brokers) == 0:
+            skip.note("NoBrokers")
+            self._skip = skip.reason()
+            return []
+        if avg == 0:  # exact check, as in the source ("average max resource usage is 0")
+            skip.note("ZeroAvgUsage")
+            self._skip = skip.reason()
+            return []
+        throughput = brokers.msg_throughput
+        counts = ld.bundle_count()
+        values = short_term_throughput(ld)
+        candidates: np.ndarray | None = None
+        at_least_one = bool(conf["atLeastOneBundleSelected"])
+        need = throughput * (cur - avg - threshold + ADDITIONAL_THRESHOLD_PERCENT_MARGIN)
+        over = ~(cur < avg + threshold)
+        out: list[Unload] = []
+        if not over.any():
+            skip.note("Balanced")
+        for i in np.flatnonzero(over).tolist():
+            if need[i] < min_throughput:
+                skip.note("MinThroughput")
+                continue
+            if counts[i] <= 1:
+                skip.note("SoleBundle" if counts[i] == 1 else "NoBundles")
+                continue
+            if candidates is None:
+                candidates = ld.shedding_candidates()
+            rows, vals = ranked_candidates(ld, i, values, candidates)
+            picked = select_largest_first(rows, vals, float(need[i]), at_least_one)
+            if picked.size == 0:
+                skip.note("NoCandidates")
+            details = {
+                "usage": float(cur[i]),
+                "average": avg,
+                "threshold": threshold,
+                "required": float(need[i]),
+                "brokerThroughput": float(throughput[i]),
+            }
+            out.extend(self._unloads(ld, i, picked, vals, REASON, details))
+        if not out and conf["lowerBoundarySheddingEnabled"]:
+            out = self._try_lower_boundary_shedding(ld, usage, conf, threshold, min_throughput, at_least_one, skip)
+        self._skip = None if out else skip.reason()
+        return out
+
+    def _try_lower_boundary_shedding(
+        self,
+        ld: LoadData,
+        usage: np.ndarray,
+        conf: PulsarConfig,
+        threshold: float,
+        min_throughput: float,
+        at_least_one: bool,
+        skip: SkipReasons,
+    ) -> list[Unload]:
+        """``tryLowerBoundaryShedding`` + ``getMaxUsageBroker`` (the EWMA advances a second time)."""
+        brokers = ld.brokers
+        cur, avg = self._advance(ld, usage, conf)
+        self._stats = self._figures(brokers.ids, cur, avg, threshold)
+        self._stats["lowerBoundaryShedding"] = True
+        floor = avg - threshold
+        counts = ld.bundle_count()
+        eligible = (cur > floor) & (counts > 1)
+        if not eligible.any():  # "Load data is null or bundle <=1, skipping bundle unload."
+            return []
+        top = int(np.argmax(np.where(eligible, cur, -np.inf)))  # strict '>' scan: first maximum wins
+        if not (cur < floor).any():  # "No broker is below the lower bound"
+            return []
+        throughput = float(brokers.msg_throughput[top])
+        need = throughput * threshold * LOWER_BOUNDARY_THRESHOLD_MARGIN
+        if min_throughput > need:
+            skip.note("MinThroughput")
+            return []
+        rows, vals = ranked_candidates(ld, top, short_term_throughput(ld))
+        picked = select_largest_first(rows, vals, need, at_least_one)
+        if picked.size == 0:
+            skip.note("NoCandidates")
+        details = {
+            "usage": float(cur[top]),
+            "average": avg,
+            "threshold": threshold,
+            "required": need,
+            "brokerThroughput": throughput,
+        }
+        return self._unloads(ld, top, picked, vals, LOWER_BOUNDARY_REASON, details)
+
+    @staticmethod
+    def _unloads(
+        ld: LoadData, broker: int, picked: np.ndarray, vals: np.ndarray, reason: str, details: dict[str, float]
+    ) -> list[Unload]:
+        return [
+            Unload(
+                broker=ld.brokers.ids[broker],
+                bundle=ld.bundles.names[row],
+                reason=reason,
+                details={**details, "bundleLoad": float(vals[k])},
+            )
+            for k, row in enumerate(picked.tolist())
+        ]
+
+    @staticmethod
+    def _figures(ids: list[str], cur: np.ndarray, avg: float, threshold: float) -> dict[str, Any]:
+        return {
+            "loadAvg": avg,
+            "loadStd": population_std(cur),
+            "threshold": threshold,
+            "brokerAvgResourceUsage": {b: float(v) for b, v in zip(ids, cur.tolist())},
+        }
+
+    def on_active_brokers_change(self, active: set[str]) -> None:
+        """Drop EWMA entries of brokers no longer active (``onActiveBrokersChange``), so a returning broker
+        starts a fresh history."""
+        for broker in [b for b in self.broker_avg_resource_usage if b not in active]:
+            del self.broker_avg_resource_usage[broker]
+
+    def on_unload_attempt_completed(self, bundles: set[str]) -> None:
+        """No pending state."""
+
+    def stats(self) -> dict[str, Any]:
+        return dict(self._stats)
+
+    def skip_reason(self) -> str | None:
+        return self._skip
+
+    def get_state(self) -> dict[str, Any]:
+        return {"brokerAvgResourceUsage": dict(sorted(self.broker_avg_resource_usage.items()))}
+
+    def set_state(self, state: dict[str, Any] | None) -> None:
+        state = state or {}
+        self.broker_avg_resource_usage = {
+            str(k): float(v) for k, v in (state.get("brokerAvgResourceUsage") or {}).items()
+        }

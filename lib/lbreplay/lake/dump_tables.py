@@ -1,0 +1,163 @@
+"""Extra Delta tables for what real Pulsar dumps carry beyond ``broker_load`` / ``bundle_load``, and the
+``validation_runs`` bookkeeping table. Same style as :mod:`lbreplay.lake.tables` (Table/Column, registered in
+the ``lbreplay`` database, input tables partitioned by ``cluster`` and ``date``).
+
+- ``bundle_data`` — the leader's per-bundle history, ``/loadbalance/bundle-data/<tenant>/<ns>/<range>``
+  (``BundleData``: short-term and long-term ``TimeAverageMessageData``).
+- ``broker_time_average`` — ``/loadbalance/broker-time-average/<broker>`` (``TimeAverageBrokerData``).
+- ``broker_load_data_ext`` — the extensible load manager's ``BrokerLoadData``
+  (``org.apache.pulsar.broker.loadbalance.extensions.data.BrokerLoadData``).
+- ``top_bundles_load_data`` — the extensible load manager's ``TopBundlesLoadData`` (one row per listed bundle).
+- ``validation_runs`` — one row per (cluster, table, Delta version) validation, read by replays to refuse
+  unvalidated or failing input.
+"""
+
+from __future__ import annotations
+
+from lbreplay.lake.tables import RESOURCE_UNITS, RESOURCES, Column, Table
+
+
+def _c(name: str, type_: str, comment: str, nullable: bool = True) -> Column:
+    return Column(name, type_, comment, nullable)
+
+
+def _tamd_cols(prefix: str, term: str, max_samples: int) -> tuple[Column, ...]:
+    return (
+        _c(f"{prefix}_max_samples", "INT", f"{term} TimeAverageMessageData.maxSamples (Pulsar uses {max_samples})"),
+        _c(f"{prefix}_num_samples", "INT", f"{term} TimeAverageMessageData.numSamples (<= maxSamples)"),
+        _c(f"{prefix}_msg_rate_in", "DOUBLE", f"{term} average msg/s in"),
+        _c(f"{prefix}_msg_rate_out", "DOUBLE", f"{term} average msg/s out"),
+        _c(f"{prefix}_msg_throughput_in", "DOUBLE", f"{term} average bytes/s in"),
+        _c(f"{prefix}_msg_throughput_out", "DOUBLE", f"{term} average bytes/s out"),
+    )
+
+
+def _range_cols() -> tuple[Column, ...]:
+    return (
+        _c("namespace", "STRING", "tenant/ns (from the bundle name)"),
+        _c("range_lower", "BIGINT", "bundle range lower bound (inclusive), 0..2^32-1; null if the name is malformed"),
+        _c("range_upper", "BIGINT", "bundle range upper bound (exclusive; inclusive at 0xffffffff)"),
+    )
+
+
+_RES_COLS = tuple(
+    col
+    for r in RESOURCES
+    for col in (
+        _c(f"{r}_usage", "DOUBLE", f"{r} usage, {RESOURCE_UNITS[r]} (ResourceUsage.usage)"),
+        _c(f"{r}_limit", "DOUBLE", f"{r} limit, {RESOURCE_UNITS[r]} (ResourceUsage.limit)"),
+    )
+)
+
+_DATE = _c("date", "DATE", "UTC day of ts (partition)", False)
+
+BUNDLE_DATA = Table(
+    "bundle_data",
+    (
+        _c("cluster", "STRING", "cluster name", False),
+        _c("ts", "TIMESTAMP", "snapshot time (UTC), truncated to the minute", False),
+        _c("bundle", "STRING", "full bundle name tenant/ns/0x%08x_0x%08x", False),
+        *_range_cols(),
+        _c("topics", "INT", "BundleData.topics"),
+        *_tamd_cols("short", "short-term", 10),
+        *_tamd_cols("long", "long-term", 1000),
+        _DATE,
+    ),
+    ("cluster", "date"),
+    ("cluster", "ts", "bundle"),
+    "Leader-side bundle history (BundleData: short/long-term TimeAverageMessageData) from /loadbalance/bundle-data dumps.",
+)
+
+BROKER_TIME_AVERAGE = Table(
+    "broker_time_average",
+    (
+        _c("cluster", "STRING", "cluster name", False),
+        _c("ts", "TIMESTAMP", "snapshot time (UTC), truncated to the minute", False),
+        _c("broker", "STRING", "broker id host:port", False),
+        _c("short_msg_throughput_in", "DOUBLE", "shortTermMsgThroughputIn, bytes/s"),
+        _c("short_msg_throughput_out", "DOUBLE", "shortTermMsgThroughputOut, bytes/s"),
+        _c("short_msg_rate_in", "DOUBLE", "shortTermMsgRateIn, msg/s"),
+        _c("short_msg_rate_out", "DOUBLE", "shortTermMsgRateOut, msg/s"),
+        _c("long_msg_throughput_in", "DOUBLE", "longTermMsgThroughputIn, bytes/s"),
+        _c("long_msg_throughput_out", "DOUBLE", "longTermMsgThroughputOut, bytes/s"),
+        _c("long_msg_rate_in", "DOUBLE", "longTermMsgRateIn, msg/s"),
+        _c("long_msg_rate_out", "DOUBLE", "longTermMsgRateOut, msg/s"),
+        _DATE,
+    ),
+    ("cluster", "date"),
+    ("cluster", "ts", "broker"),
+    "TimeAverageBrokerData snapshots from /loadbalance/broker-time-average dumps.",
+)
+
+BROKER_LOAD_DATA_EXT = Table(
+    "broker_load_data_ext",
+    (
+        _c("cluster", "STRING", "cluster name", False),
+        _c("ts", "TIMESTAMP", "snapshot time (UTC): updatedAt truncated to the minute", False),
+        _c("broker", "STRING", "broker id host:port", False),
+        *_RES_COLS,
+        _c("msg_rate_in", "DOUBLE", "msg/s in (broker total)"),
+        _c("msg_rate_out", "DOUBLE", "msg/s out"),
+        _c("msg_throughput_in", "DOUBLE", "bytes/s in"),
+        _c("msg_throughput_out", "DOUBLE", "bytes/s out"),
+        _c("bundle_count", "INT", "bundleCount"),
+        _c("topics", "BIGINT", "topics (absent in older versions)"),
+        _c("max_resource_usage", "DOUBLE", "maxResourceUsage as reported (fraction; derived, recompute before use)"),
+        _c("weighted_max_ema", "DOUBLE", "weightedMaxEMA (fraction): EMA of the weighted max resource usage"),
+        _c("msg_throughput_ema", "DOUBLE", "msgThroughputEMA, bytes/s (absent in older versions)"),
+        _c("updated_at", "TIMESTAMP", "updatedAt (UTC)"),
+        _c("reported_at", "TIMESTAMP", "reportedAt (UTC); null when 0 / absent"),
+        _DATE,
+    ),
+    ("cluster", "date"),
+    ("cluster", "ts", "broker"),
+    "Extensible load manager BrokerLoadData (loadbalancer-broker-load-data topic) snapshots.",
+)
+
+TOP_BUNDLES_LOAD_DATA = Table(
+    "top_bundles_load_data",
+    (
+        _c("cluster", "STRING", "cluster name", False),
+        _c("ts", "TIMESTAMP", "snapshot time (UTC), truncated to the minute", False),
+        _c("broker", "STRING", "reporting broker id host:port", False),
+        _c("position", "INT", "0-based position in the reported topBundlesLoadData list (list order kept)", False),
+        _c("bundle", "STRING", "full bundle name tenant/ns/0x%08x_0x%08x (bundleName)", False),
+        *_range_cols(),
+        _c("msg_rate_in", "DOUBLE", "msg/s in (NamespaceBundleStats.msgRateIn)"),
+        _c("msg_rate_out", "DOUBLE", "msg/s out"),
+        _c("msg_throughput_in", "DOUBLE", "bytes/s in"),
+        _c("msg_throughput_out", "DOUBLE", "bytes/s out"),
+        _c("topics", "BIGINT", "topics in the bundle"),
+        _c("consumer_count", "INT", "consumers"),
+        _c("producer_count", "INT", "producers"),
+        _c("cache_size", "BIGINT", "bytes"),
+        _DATE,
+    ),
+    ("cluster", "date"),
+    ("cluster", "ts", "broker", "bundle"),
+    "Extensible load manager TopBundlesLoadData (loadbalancer-top-bundles-load-data topic): each broker's top-K bundles.",
+)
+
+VALIDATION_RUNS = Table(
+    "validation_runs",
+    (
+        _c("cluster", "STRING", "cluster name", False),
+        _c("table_name", "STRING", "validated table", False),
+        _c("delta_version", "BIGINT", "Delta version of the table that was validated", False),
+        _c("row_count", "BIGINT", "rows of the cluster in that version"),
+        _c("fingerprint", "STRING", "content fingerprint of the cluster's rows (count:sum of xxhash64)"),
+        _c("status", "STRING", "passed | failed", False),
+        _c("failed_rules", "ARRAY<STRING>", "rules with failing rows (error severity)"),
+        _c("warned_rules", "ARRAY<STRING>", "rules with flagged rows (warning severity)"),
+        _c("failing_rows", "BIGINT", "rows quarantined for this cluster and table"),
+        _c("validated_at", "TIMESTAMP", "when validation ran (UTC)", False),
+    ),
+    ("cluster",),
+    ("cluster", "table_name", "delta_version", "validated_at"),
+    "Validation status per (cluster, table, Delta version); replays refuse unvalidated or failing input.",
+)
+
+DUMP_TABLES: dict[str, Table] = {
+    t.name: t for t in (BUNDLE_DATA, BROKER_TIME_AVERAGE, BROKER_LOAD_DATA_EXT, TOP_BUNDLES_LOAD_DATA)
+}
+"""Input tables written by ``lbreplay ingest`` in addition to ``broker_load`` and ``bundle_load``."""

@@ -1,0 +1,465 @@
+"""Replays on Spark: pinned inputs, the per-tick stream (stateless DataFrame work), one run per Spark task.
+
+* Inputs are read at their current Delta versions, recorded in ``runs.input_versions``.
+* Stateless preparation as DataFrame transformations: the per-broker least-squares sums of the load model,
+  the per-tick aggregation of brokers, bundles and topics into one tick-ordered row each (the "tick stream"),
+  written once per (cluster, input versions) as Parquet under ``<lake>/_replay_cache``.
+* The stateful tick loop runs inside Spark tasks (``mapInPandas`` over the run specs, one run per task): each
+  task streams the tick rows with Arrow in bounded batches, so memory does not grow with the history and
+  nothing of the history reaches the driver. Never one Spark job per tick.
+* Outputs are written per table with one Delta ``replaceWhere run_id IN (...)`` commit each (re-running a run
+  id replaces its rows), and the ``runs`` row last: a run is complete when ``runs.status = 'succeeded'``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import sys
+import time
+import uuid
+from dataclasses import asdict
+from typing import Any, Iterator
+
+import numpy as np
+
+from lbreplay import __version__
+from lbreplay.errors import InvalidInputError, UsageError
+from lbreplay.lake import tables as T
+from lbreplay.replay.engine import ObservedTick, Replay, RunSpec, StaticInputs
+from lbreplay.replay.load_model import Calibration
+
+RES = ("cpu", "memory", "direct_memory", "bandwidth_in", "bandwidth_out")
+BATCH_TICKS = 16
+
+
+def _progress(quiet: bool, msg: str) -> None:
+    if not quiet:
+        print(msg, file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------------------------- inputs
+def input_versions(spark: Any, lake: str, cluster: str) -> dict[str, int]:
+    """Current Delta version of each input table that exists."""
+    from delta.tables import DeltaTable
+
+    out: dict[str, int] = {}
+    for name in T.INPUT_TABLES:
+        loc = T.table_location(lake, name)
+        if DeltaTable.isDeltaTable(spark, loc):
+            out[name] = int(DeltaTable.forPath(spark, loc).history(1).select("version").first()[0])
+    return out
+
+
+def read_pinned(spark: Any, lake: str, name: str, versions: dict[str, int], cluster: str) -> Any:
+    from pyspark.sql import functions as F
+
+    return (
+        spark.read.format("delta").option("versionAsOf", versions[name]).load(T.table_location(lake, name))
+        .where(F.col("cluster") == cluster)
+    )
+
+
+def _require_validated(spark: Any, lake: str, cluster: str) -> None:
+    try:
+        from lbreplay.lake.validation import require_validated
+    except ImportError:  # validation not installed in this build
+        return
+    require_validated(spark, lake, cluster)
+
+
+# --------------------------------------------------------------------------------------------- preparation
+def calibration_sums(broker_load: Any) -> Any:
+    """Per broker least-squares sums of cpu usage (y) against msg rate in+out (x): DataFrame -> DataFrame."""
+    from pyspark.sql import functions as F
+
+    x = F.col("msg_rate_in") + F.col("msg_rate_out")
+    y = F.col("cpu_usage")
+    return broker_load.groupBy("broker").agg(
+        F.count(F.lit(1)).alias("n"), F.sum(x).alias("sx"), F.sum(y).alias("sy"),
+        F.sum(x * x).alias("sxx"), F.sum(x * y).alias("sxy"),
+    )
+
+
+def _field(array_col: str, name: str) -> Any:
+    """``transform(array_of_structs, e -> e.name)``: one parallel array per struct field."""
+    from pyspark.sql import functions as F
+
+    return F.transform(array_col, lambda e: e[name])
+
+
+def with_index(df: Any, index_df: Any, key: str, idx: str) -> Any:
+    return df.join(index_df.hint("broadcast"), on=key, how="inner")
+
+
+def broker_stream(broker_load: Any, broker_index: Any) -> Any:
+    """One row per tick: broker rows (sorted by broker index) as parallel arrays."""
+    from pyspark.sql import functions as F
+
+    fields = ["b_idx"] + [f"{r}_{k}" for r in RES for k in ("usage", "limit")]
+    s = F.sort_array(F.collect_list(F.struct(*[F.col(f) for f in fields]))).alias("b")
+    agg = with_index(broker_load, broker_index, "broker", "b_idx").groupBy("ts").agg(s)
+    return agg.select("ts", *[_field("b", f).alias(f) for f in fields])
+
+
+def bundle_stream(bundle_load: Any, broker_index: Any) -> Any:
+    """One row per tick: the observed bundles (sorted by name) with owner index and load vectors."""
+    from pyspark.sql import functions as F
+
+    df = with_index(bundle_load, broker_index, "broker", "b_idx").select(
+        "ts", F.col("bundle").alias("u_name"), F.col("b_idx").alias("u_owner"),
+        F.col("msg_throughput_in").alias("u_thr_in"), F.col("msg_throughput_out").alias("u_thr_out"),
+        F.col("msg_rate_in").alias("u_rate_in"), F.col("msg_rate_out").alias("u_rate_out"),
+        (F.coalesce(F.col("consumer_count"), F.lit(0)) + F.coalesce(F.col("producer_count"), F.lit(0))).cast("double").alias("u_sessions"),
+        F.col("topics").cast("double").alias("u_topics"),
+    )
+    fields = ["u_name", "u_owner", "u_thr_in", "u_thr_out", "u_rate_in", "u_rate_out", "u_sessions", "u_topics"]
+    agg = df.groupBy("ts").agg(F.sort_array(F.collect_list(F.struct(*fields))).alias("u"))
+    return agg.select("ts", *[_field("u", f).alias(f) for f in fields])
+
+
+def topic_stream(topic_load: Any, topic_index: Any) -> Any:
+    """One row per tick: topic load vectors (sorted by topic index) as parallel arrays."""
+    from pyspark.sql import functions as F
+
+    df = topic_load.join(topic_index.hint("broadcast"), on="topic", how="inner").select(
+        "ts", "t_idx", F.col("msg_throughput_in").alias("t_thr_in"), F.col("msg_throughput_out").alias("t_thr_out"),
+        F.col("msg_rate_in").alias("t_rate_in"), F.col("msg_rate_out").alias("t_rate_out"),
+        (F.coalesce(F.col("consumer_count"), F.lit(0)) + F.coalesce(F.col("producer_count"), F.lit(0))).cast("double").alias("t_sessions"),
+    )
+    fields = ["t_idx", "t_thr_in", "t_thr_out", "t_rate_in", "t_rate_out", "t_sessions"]
+    agg = df.groupBy("ts").agg(F.sort_array(F.collect_list(F.struct(*fields))).alias("t"))
+    return agg.select("ts", *[_field("t", f).alias(f) for f in fields])
+
+
+def prepare(spark: Any, lake: str, cluster: str, versions: dict[str, int], use_topics: bool = True) -> tuple[str, dict[str, Any]]:
+    """Write (or reuse) the tick stream of ``cluster`` at ``versions``; return its path and the static inputs."""
+    from pyspark.sql import functions as F
+
+    if "broker_load" not in versions or "bundle_load" not in versions:
+        raise InvalidInputError(f"cluster {cluster!r}: broker_load and bundle_load are required (run generate or ingest)")
+    key = hashlib.sha256(json.dumps([cluster, versions, use_topics], sort_keys=True).encode()).hexdigest()[:16]
+    base = f"{lake}/_replay_cache/{cluster}/{key}"
+    bl = read_pinned(spark, lake, "broker_load", versions, cluster)
+    ul = read_pinned(spark, lake, "bundle_load", versions, cluster)
+    brokers = sorted(r[0] for r in bl.select("broker").distinct().collect())
+    if not brokers:
+        raise InvalidInputError(f"table=broker_load: no rows for cluster {cluster!r}")
+    namespaces = sorted(r[0] for r in ul.select("namespace").distinct().collect())
+    sums = {r["broker"]: r for r in calibration_sums(bl).collect()}
+    arr = lambda k: np.array([float(sums[b][k] or 0.0) for b in brokers])  # noqa: E731
+    calib = Calibration.from_sums(arr("n"), arr("sx"), arr("sy"), arr("sxx"), arr("sxy"))
+    topics: list[str] = []
+    positions: list[int] = []
+    has_topics = use_topics and "topic_load" in versions
+    tl = None
+    if has_topics:
+        tl = read_pinned(spark, lake, "topic_load", versions, cluster)
+        trows = tl.select("topic", "namespace", F.crc32(F.col("topic")).alias("h")).distinct().orderBy("topic").collect()
+        ns_index = {ns: i for i, ns in enumerate(namespaces)}
+        trows = [r for r in trows if r["namespace"] in ns_index]
+        if trows:
+            topics = [r["topic"] for r in trows]
+            positions = [ns_index[r["namespace"]] * (1 << 32) + int(r["h"]) for r in trows]
+        else:
+            has_topics = False
+    meta = {
+        "broker_ids": brokers, "namespaces": namespaces,
+        "cpu_base": calib.cpu_base.tolist(), "cpu_per_msg": calib.cpu_per_msg.tolist(),
+        "topic_positions": positions if has_topics else None, "stream": f"{base}/stream",
+    }
+    marker = f"{base}/_SUCCESS_LBREPLAY"
+    if _exists(spark, marker):
+        return meta["stream"], meta
+    bidx = spark.createDataFrame([(b, i) for i, b in enumerate(brokers)], "broker STRING, b_idx INT")
+    stream = broker_stream(bl, bidx).join(bundle_stream(ul, bidx), on="ts", how="left")
+    if has_topics and tl is not None:
+        tidx = spark.createDataFrame([(t, i) for i, t in enumerate(topics)], "topic STRING, t_idx INT")
+        stream = stream.join(topic_stream(tl, tidx), on="ts", how="left")
+    (
+        stream.withColumn("ts_ms", (F.unix_micros(F.col("ts")) / 1000).cast("long")).drop("ts")
+        .repartition(1).sortWithinPartitions("ts_ms")
+        .write.mode("overwrite").option("parquet.block.size", 8 * 1024 * 1024).parquet(meta["stream"])
+    )
+    spark.createDataFrame([(key,)], "k STRING").write.mode("overwrite").text(marker)
+    return meta["stream"], meta
+
+
+def _exists(spark: Any, path: str) -> bool:
+    jvm = spark.sparkContext._jvm
+    p = jvm.org.apache.hadoop.fs.Path(path)
+    return bool(p.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).exists(p))
+
+
+# --------------------------------------------------------------------------------------------- the task
+def _ticks_from_stream(path: str, meta: dict[str, Any]) -> Iterator[ObservedTick]:
+    """Stream the tick rows of a prepared stream with Arrow, a few ticks at a time (bounded memory)."""
+    import pyarrow.dataset as ds
+
+    nb = len(meta["broker_ids"])
+    nt = len(meta["topic_positions"] or [])
+    dataset = ds.dataset(path, format="parquet")
+    files = sorted(f for f in dataset.files if f.endswith(".parquet"))
+    tick = 0
+    for f in files:
+        import pyarrow.parquet as pq
+
+        pf = pq.ParquetFile(f)
+        for batch in pf.iter_batches(batch_size=BATCH_TICKS):
+            cols = {name: batch.column(i) for i, name in enumerate(batch.schema.names)}
+            for r in range(batch.num_rows):
+                def lst(name: str, dtype: Any = np.float64) -> np.ndarray:
+                    v = cols[name][r].values if name in cols and cols[name][r].is_valid else None
+                    return np.zeros(0, dtype=dtype) if v is None else v.to_numpy(zero_copy_only=False).astype(dtype)
+
+                b_idx = lst("b_idx", np.int64)
+                alive = np.zeros(nb, dtype=bool)
+                alive[b_idx] = True
+                usage = np.zeros((nb, 5))
+                limit = np.zeros((nb, 5))
+                for k, res in enumerate(RES):
+                    usage[b_idx, k] = np.nan_to_num(lst(f"{res}_usage"))
+                    limit[b_idx, k] = np.nan_to_num(lst(f"{res}_limit"))
+                names = cols["u_name"][r].values.to_pylist() if cols["u_name"][r].is_valid else []
+                uv = np.column_stack([np.nan_to_num(lst(c)) for c in
+                                      ("u_thr_in", "u_thr_out", "u_rate_in", "u_rate_out", "u_sessions", "u_topics")]) \
+                    if names else np.zeros((0, 6))
+                topic_values = None
+                if nt and "t_idx" in cols and cols["t_idx"][r].is_valid:
+                    t_idx = lst("t_idx", np.int64)
+                    topic_values = np.zeros((nt, 6))
+                    for k, c in enumerate(("t_thr_in", "t_thr_out", "t_rate_in", "t_rate_out", "t_sessions")):
+                        topic_values[t_idx, k] = np.nan_to_num(lst(c))
+                    topic_values[t_idx, 5] = 1.0
+                yield ObservedTick(tick, int(cols["ts_ms"][r].as_py()), alive, usage, limit,
+                                   bundle_names=names, bundle_owner=lst("u_owner", np.int32), bundle_values=uv,
+                                   topic_values=topic_values)
+                tick += 1
+
+
+OUT_SCHEMA = "run_id STRING, kind STRING, payload STRING"
+
+
+def run_partition(meta: dict[str, Any], policies_json: dict[str, Any] | None) -> Any:
+    """The ``mapInPandas`` function: replays each run spec it receives; yields (run_id, kind, payload JSON)."""
+
+    def fn(batches: Iterator[Any]) -> Iterator[Any]:
+        import pandas as pd
+
+        from lbreplay.replay.metrics import RunMetrics
+
+        policies = None
+        if policies_json:
+            from lbreplay.kernel.policies import NamespacePolicies
+
+            policies = NamespacePolicies.from_json(
+                policies_json["isolation"] or None,
+                None,
+                {ns: {"policies": {"namespaceAntiAffinityGroup": g}} for ns, g in policies_json["anti_affinity"].items()},
+                shedding_excluded_namespaces=policies_json["excluded"],
+            )
+        static = StaticInputs(
+            meta["broker_ids"], meta["namespaces"],
+            np.array(meta["topic_positions"], dtype=np.int64) if meta["topic_positions"] else None,
+            Calibration(np.array(meta["cpu_base"]), np.array(meta["cpu_per_msg"])), policies,
+        )
+        ids = meta["broker_ids"]
+        for pdf in batches:
+            for spec_json in pdf["spec"]:
+                spec = RunSpec(**json.loads(spec_json))
+                replay = Replay(spec, static)
+                metrics = RunMetrics(replay.conf["loadBalancerSheddingGracePeriodMinutes"])
+                rows: list[tuple[str, str, str]] = []
+                ticks = 0
+                for obs in _ticks_from_stream(meta["stream"], meta):
+                    res = replay.step(obs)
+                    ticks += 1
+                    lay = replay.layout
+                    thr = {}
+                    if res.decisions and lay is not None:
+                        vals = replay._bundle_values(obs, lay)
+                        thr = {n: float(v[0] + v[1]) for n, v in zip(lay.names, vals)}
+                    metrics.add(res, ids, thr)
+                    bt = res.broker_tick
+                    for i in np.flatnonzero(bt.alive):
+                        rows.append((spec.run_id, "broker_ticks", json.dumps([
+                            bt.tick, bt.ts_ms, ids[i], *bt.pct[i].tolist(), float(bt.max_usage[i]),
+                            float(bt.weighted_max_usage[i]), _num(bt.score[i]), float(bt.msg_rate[i]),
+                            float(bt.msg_throughput[i]), int(bt.num_bundles[i]), int(bt.num_topics[i]), True])))
+                    for d in res.decisions:
+                        rows.append((spec.run_id, "decisions", json.dumps([
+                            d.tick, d.ts_ms, d.seq, d.action, d.bundle, d.source_broker, d.target_broker,
+                            d.child_bundles, d.strategy, d.reason, {k: _num(v) for k, v in d.details.items()}])))
+                    for iv in res.closed:
+                        rows.append((spec.run_id, "ownership", json.dumps(_interval(iv))))
+                    if len(rows) >= 20000:
+                        yield pd.DataFrame(rows, columns=["run_id", "kind", "payload"])
+                        rows = []
+                for iv in replay.finish():
+                    rows.append((spec.run_id, "ownership", json.dumps(_interval(iv))))
+                for name, value in metrics.rows():
+                    rows.append((spec.run_id, "run_metrics", json.dumps([name, _num(value)])))
+                rows.append((spec.run_id, "ticks", json.dumps([ticks])))
+                yield pd.DataFrame(rows, columns=["run_id", "kind", "payload"])
+
+    return fn
+
+
+def _num(v: float) -> float | None:
+    v = float(v)
+    return v if np.isfinite(v) else None
+
+
+def _interval(iv: Any) -> list[Any]:
+    return [iv.bundle, iv.namespace, iv.range_lower, iv.range_upper, iv.broker, iv.from_tick, iv.to_tick,
+            iv.from_ts_ms, iv.to_ts_ms]
+
+
+# --------------------------------------------------------------------------------------------- outputs
+def write_outputs(spark: Any, lake: str, cluster: str, raw: Any, runs: list[dict[str, Any]]) -> None:
+    from pyspark.sql import functions as F
+
+    ids = [r["run_id"] for r in runs]
+    where = "run_id IN (" + ", ".join("'" + i.replace("'", "''") + "'" for i in ids) + ")"
+    ms = lambda c: ((F.col(c) if isinstance(c, str) else c) / 1000).cast("timestamp")  # noqa: E731
+    bt_fields = ["tick", "ts_ms", "broker"] + [f"{r}_pct" for r in RES] + [
+        "max_usage", "weighted_max_usage", "score", "msg_rate", "msg_throughput", "num_bundles", "num_topics", "alive"]
+    arr = F.from_json(F.col("payload"), "ARRAY<STRING>")
+    bt = raw.where(F.col("kind") == "broker_ticks").select("run_id", arr.alias("p")).select(
+        "run_id", *[F.col("p")[i].alias(f) for i, f in enumerate(bt_fields)])
+    bt = bt.select("run_id", F.lit(cluster).alias("cluster"), F.col("tick").cast("bigint").alias("tick"),
+                   ms(F.col("ts_ms").cast("double")).alias("ts"), "broker",
+                   *[F.col(f).cast("double").alias(f) for f in bt_fields[3:12]],
+                   F.col("num_bundles").cast("bigint").alias("num_bundles"),
+                   F.col("num_topics").cast("bigint").alias("num_topics"),
+                   F.col("alive").cast("boolean").alias("alive"))
+    dec = _json_array_struct(raw, "decisions", [
+        ("tick", "BIGINT"), ("ts_ms", "BIGINT"), ("seq", "BIGINT"), ("action", "STRING"), ("bundle", "STRING"),
+        ("source_broker", "STRING"), ("target_broker", "STRING"), ("child_bundles", "ARRAY<STRING>"),
+        ("strategy", "STRING"), ("reason", "STRING"), ("details", "MAP<STRING,DOUBLE>")])
+    dec = dec.select("run_id", F.lit(cluster).alias("cluster"), "tick", ms("ts_ms").alias("ts"), "seq", "action",
+                     "bundle", "source_broker", "target_broker", "child_bundles", "strategy", "reason", "details")
+    own = _json_array_struct(raw, "ownership", [
+        ("bundle", "STRING"), ("namespace", "STRING"), ("range_lower", "BIGINT"), ("range_upper", "BIGINT"),
+        ("broker", "STRING"), ("from_tick", "BIGINT"), ("to_tick", "BIGINT"), ("from_ts_ms", "BIGINT"),
+        ("to_ts_ms", "BIGINT")])
+    own = own.select("run_id", F.lit(cluster).alias("cluster"), "bundle", "namespace", "range_lower", "range_upper",
+                     "broker", "from_tick", "to_tick", ms("from_ts_ms").alias("from_ts"), ms("to_ts_ms").alias("to_ts"))
+    met = _json_array_struct(raw, "run_metrics", [("metric", "STRING"), ("value", "DOUBLE")])
+    for table, df in ((T.OWNERSHIP, own), (T.DECISIONS, dec), (T.BROKER_TICKS, bt), (T.RUN_METRICS, met)):
+        T.replace_partitions(spark, lake, table, df, where)
+    ticks = {r["run_id"]: json.loads(r["payload"])[0] for r in raw.where(F.col("kind") == "ticks").collect()}
+    finished = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    rows = [(r["run_id"], cluster, r["mode"], json.dumps(r["config"], sort_keys=True), int(r["seed"]),
+             r["input_versions"], r["started_at"], finished, "succeeded", int(ticks.get(r["run_id"], 0)), __version__,
+             json.dumps(r["replay"], sort_keys=True)) for r in runs]
+    runs_df = spark.createDataFrame(rows, T.RUNS.struct_type())
+    T.replace_partitions(spark, lake, T.RUNS, runs_df, where)
+
+
+def _json_array_struct(raw: Any, kind: str, fields: list[tuple[str, str]]) -> Any:
+    """Payloads are JSON arrays; parse them positionally into typed columns."""
+    from pyspark.sql import functions as F
+
+    arr = F.from_json(F.col("payload"), "ARRAY<STRING>")
+    df = raw.where(F.col("kind") == kind).select("run_id", arr.alias("p"))
+    cols = []
+    for i, (name, typ) in enumerate(fields):
+        c = F.col("p")[i]
+        if typ.startswith("ARRAY") or typ.startswith("MAP"):
+            c = F.from_json(c, typ)
+        else:
+            c = c.cast(typ)
+        cols.append(c.alias(name))
+    return df.select("run_id", *cols)
+
+
+# --------------------------------------------------------------------------------------------- commands
+def execute(
+    spark: Any, lake: str, cluster: str, specs: list[tuple[dict[str, Any], dict[str, Any]]], *,
+    run_ids: list[str] | None = None, seed: int | None = None, quiet: bool = False,
+) -> list[str]:
+    """Replay each (pulsar keys, replay options) spec, in parallel Spark tasks; returns the run ids."""
+    _require_validated(spark, lake, cluster)
+    T.ensure_tables(spark, lake, T.OUTPUT_TABLES)
+    versions = input_versions(spark, lake, cluster)
+    t0 = time.time()
+    _progress(quiet, f"preparing tick stream for cluster {cluster} (inputs {versions})")
+    _, meta = prepare(spark, lake, cluster, versions)
+    _progress(quiet, f"tick stream ready in {time.time() - t0:.1f}s; replaying {len(specs)} run(s)")
+    started = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    runs = []
+    for i, (pulsar, replay) in enumerate(specs):
+        run_seed = int(seed if seed is not None else replay.get("seed", 0))
+        rid = (run_ids[i] if run_ids and i < len(run_ids) and run_ids[i] else
+               "run-" + hashlib.sha256(json.dumps([cluster, pulsar, replay, run_seed, versions], sort_keys=True)
+                                       .encode()).hexdigest()[:12])
+        runs.append({"run_id": rid, "mode": replay.get("mode", "closed-loop"), "config": pulsar, "seed": run_seed,
+                     "replay": replay, "input_versions": versions, "started_at": started})
+    if len({r["run_id"] for r in runs}) != len(runs):
+        raise UsageError("run ids must be unique within one call")
+    spec_rows = [(json.dumps(asdict(RunSpec(r["run_id"], cluster, r["mode"], r["config"], r["seed"], r["replay"]))),)
+                 for r in runs]
+    policies = _policies_json(spark, lake, cluster, versions)
+    rdd = spark.sparkContext.parallelize(spec_rows, numSlices=len(spec_rows))
+    raw = spark.createDataFrame(rdd, "spec STRING").mapInPandas(run_partition(meta, policies), OUT_SCHEMA)
+    staging = f"{lake}/_staging/{uuid.uuid4().hex}"
+    raw.write.mode("overwrite").parquet(staging)
+    _progress(quiet, f"replayed {len(runs)} run(s) in {time.time() - t0:.1f}s; writing tables")
+    write_outputs(spark, lake, cluster, spark.read.parquet(staging), runs)
+    _rm(spark, staging)
+    _progress(quiet, f"done in {time.time() - t0:.1f}s")
+    return [r["run_id"] for r in runs]
+
+
+def _policies_json(spark: Any, lake: str, cluster: str, versions: dict[str, int]) -> dict[str, Any] | None:
+    if "namespace_policy" not in versions:
+        return None
+    rows = read_pinned(spark, lake, "namespace_policy", versions, cluster).collect()
+    groups = {r["namespace"]: r["anti_affinity_group"] for r in rows if r["anti_affinity_group"]}
+    excluded = [r["namespace"] for r in rows if r["shedding_excluded"]]
+    isolation = {}
+    for r in rows:
+        if r["isolation_primary"]:
+            isolation[f"policy-{r['namespace'].replace('/', '-')}"] = {
+                "namespaces": [r["namespace"].replace(".", "\\.")], "primary": list(r["isolation_primary"]),
+                "secondary": list(r["isolation_secondary"] or []),
+                "auto_failover_policy": {"policy_type": "min_available", "parameters": {
+                    "min_limit": str(r["isolation_min_available"] or 1), "usage_threshold": "80"}}}
+    if not (groups or excluded or isolation):
+        return None
+    return {"isolation": isolation, "anti_affinity": groups, "excluded": excluded}
+
+
+def _rm(spark: Any, path: str) -> None:
+    jvm = spark.sparkContext._jvm
+    p = jvm.org.apache.hadoop.fs.Path(path)
+    p.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).delete(p, True)
+
+
+def replay_command(cluster: str, config: str | None, broker_conf: str | None, sets: list[str], mode: str | None,
+                   run_id: str | None, seed: int | None, lake: str, master: str | None, quiet: bool) -> None:
+    from lbreplay.replay.run_config import resolve_run_config
+    from lbreplay.spark import get_spark, lake_path
+
+    pulsar, replay = resolve_run_config(config, broker_conf, sets)
+    if mode:
+        if mode not in ("closed-loop", "observed"):
+            raise UsageError(f"--mode: expected closed-loop or observed, got {mode!r}")
+        replay["mode"] = mode
+    spark = get_spark(lake, master=master)
+    ids = execute(spark, lake_path(lake), cluster, [(pulsar, replay)], run_ids=[run_id] if run_id else None,
+                  seed=seed, quiet=quiet)
+    print(ids[0])
+
+
+def sweep_command(cluster: str, grid: str, seed: int | None, lake: str, master: str | None, quiet: bool) -> None:
+    from lbreplay.replay.run_config import expand_grid
+    from lbreplay.spark import get_spark, lake_path
+
+    specs = expand_grid(grid)
+    spark = get_spark(lake, master=master)
+    for rid in execute(spark, lake_path(lake), cluster, specs, seed=seed, quiet=quiet):
+        print(rid)

@@ -1,0 +1,113 @@
+"""Extensible broker filters (PULSAR-LB-SPEC §7.4): ported from Pulsar's BrokerMaxTopicCountFilterTest,
+BrokerVersionFilterTest and BrokerLoadManagerClassFilterTest (extensions.filter), plus the pipeline's error rules
+(ExtensibleLoadManagerImpl.selectAsync: reset to the last good set; TransferShedder.isTransferable: fail)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lbreplay.kernel.config import PulsarConfig
+from lbreplay.kernel.extensible.broker_filters import (
+    BrokerFilterError,
+    compare_semver_build_aware,
+    filter_brokers,
+    load_manager_class_filter,
+    max_topic_count_filter,
+    parse_semver,
+    version_filter,
+)
+from lbreplay.kernel.extensible.context import ExtensibleContext
+
+EXT = "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
+MOD = "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl"
+
+
+def _names(ctx: ExtensibleContext, mask: np.ndarray) -> list[str]:
+    return [b for b, m in zip(ctx.broker_ids, mask) if m]
+
+
+def test_max_topic_count_filter() -> None:
+    """BrokerMaxTopicCountFilterTest#test: topics == max and 2 x max are dropped; a broker with 0 topics and one
+    without load data (counts as 0) stay."""
+    conf = PulsarConfig.resolve({})
+    mx = conf["loadBalancerBrokerMaxTopics"]
+    ctx = ExtensibleContext.build(0, {"broker1": {"topics": mx}, "broker2": {}, "broker3": {"topics": 2 * mx}},
+                                  available=["broker1", "broker2", "broker3", "broker4"])
+    assert _names(ctx, max_topic_count_filter(ctx, conf, "a/b/0x0_0x1", ctx.available.copy())) == ["broker2", "broker4"]
+
+
+def _lookup(versions: dict[str, str | None], cls: str | None = EXT) -> dict[str, dict[str, str | None]]:
+    return {b: {"brokerVersion": v, "loadManagerClassName": cls} for b, v in versions.items()}
+
+
+def test_version_filter() -> None:
+    """BrokerVersionFilterTest#testFilter: keep the newest version; 2.10.1-SNAPSHOT < 2.10.1 < 2.10.2-SNAPSHOT."""
+    conf = PulsarConfig.resolve({"preferLaterVersions": True})
+    cases = [
+        ({"localhost:6650": "2.10.0", "localhost:6651": "2.10.1", "localhost:6652": "2.10.1", "localhost:6653": "2.10.1"},
+         ["localhost:6651", "localhost:6652", "localhost:6653"]),
+        ({"localhost:6650": "2.10.0", "localhost:6651": "2.10.1-SNAPSHOT", "localhost:6652": "2.10.1",
+          "localhost:6653": "2.10.1"}, ["localhost:6652", "localhost:6653"]),
+        ({"localhost:6650": "2.10.0", "localhost:6651": "2.10.1-SNAPSHOT", "localhost:6652": "2.10.1",
+          "localhost:6653": "2.10.2-SNAPSHOT"}, ["localhost:6653"]),
+    ]
+    for versions, expected in cases:
+        ctx = ExtensibleContext.build(0, available=list(versions), lookup=_lookup(versions))
+        assert _names(ctx, version_filter(ctx, conf, "a/b/0x0_0x1", ctx.available.copy())) == expected
+
+
+def test_version_filter_disabled_and_empty() -> None:
+    """BrokerVersionFilterTest#testDisabledFilter / #testFilterEmptyBrokerList: preferLaterVersions=false or no
+    brokers -> unchanged."""
+    versions = {"localhost:6650": "2.10.0", "localhost:6651": "2.10.1"}
+    ctx = ExtensibleContext.build(0, available=list(versions), lookup=_lookup(versions))
+    off = PulsarConfig.resolve({"preferLaterVersions": False})
+    assert version_filter(ctx, off, "a/b/0x0_0x1", ctx.available.copy()).all()
+    on = PulsarConfig.resolve({"preferLaterVersions": True})
+    assert not version_filter(ctx, on, "a/b/0x0_0x1", np.zeros(2, dtype=bool)).any()
+
+
+def test_version_filter_invalid_version() -> None:
+    """BrokerVersionFilterTest#testInvalidVersionString: "xxx" -> BrokerFilterBadVersionException."""
+    ctx = ExtensibleContext.build(0, available=["localhost:6650"], lookup=_lookup({"localhost:6650": "xxx"}))
+    with pytest.raises(BrokerFilterError):
+        version_filter(ctx, PulsarConfig.resolve({"preferLaterVersions": True}), "a/b/0x0_0x1", ctx.available.copy())
+
+
+def test_semver_build_aware_order() -> None:
+    """Version.BUILD_AWARE_ORDER: pre-release < release; numeric identifiers compare numerically; a version with
+    build metadata ranks above the same version without."""
+    assert compare_semver_build_aware(parse_semver("2.10.1-SNAPSHOT"), parse_semver("2.10.1")) < 0
+    assert compare_semver_build_aware(parse_semver("1.0.0-alpha.10"), parse_semver("1.0.0-alpha.9")) > 0
+    assert compare_semver_build_aware(parse_semver("1.0.0-1"), parse_semver("1.0.0-alpha")) < 0
+    assert compare_semver_build_aware(parse_semver("3.1.0+b7"), parse_semver("3.1.0")) > 0
+    with pytest.raises(ValueError):
+        parse_semver("2.10")
+
+
+def test_load_manager_class_filter() -> None:
+    """BrokerLoadManagerClassFilterTest#test: keep brokers running the configured load manager class; a broker
+    without a class name (old version) never matches."""
+    ids = ["broker1", "broker2", "broker3", "broker4", "broker5"]
+    classes = [EXT, EXT, MOD, MOD, None]
+    lookup = {b: {"brokerVersion": "3.0.0", "loadManagerClassName": c} for b, c in zip(ids, classes)}
+    ctx = ExtensibleContext.build(0, available=ids, lookup=lookup)
+    ext = PulsarConfig.resolve({"loadManagerClassName": EXT})
+    assert _names(ctx, load_manager_class_filter(ctx, ext, "a/b/0x0_0x1", ctx.available.copy())) == ["broker1", "broker2"]
+    mod = PulsarConfig.resolve({"loadManagerClassName": MOD})
+    assert _names(ctx, load_manager_class_filter(ctx, mod, "a/b/0x0_0x1", ctx.available.copy())) == ["broker3", "broker4"]
+
+
+def test_pipeline_error_handling() -> None:
+    """selectAsync keeps what earlier filters agreed on and skips a failing filter (reset to the last good set);
+    isTransferable treats a failing filter as "not transferable" (None)."""
+    conf = PulsarConfig.resolve({"loadManagerClassName": EXT, "preferLaterVersions": True})
+    ids = ["b1", "b2", "b3"]
+    lookup = {"b1": {"brokerVersion": "3.0.0", "loadManagerClassName": EXT},
+              "b2": {"brokerVersion": "bad", "loadManagerClassName": EXT},
+              "b3": {"brokerVersion": "3.0.0", "loadManagerClassName": MOD}}
+    ctx = ExtensibleContext.build(0, available=ids, lookup=lookup)
+    # class filter drops b3, version filter fails on b2's "bad" version -> reset to {b1, b2}
+    assert _names(ctx, filter_brokers(ctx, conf, "a/b/0x0_0x1")) == ["b1", "b2"]  # type: ignore[arg-type]
+    assert filter_brokers(ctx, conf, "a/b/0x0_0x1", on_error="fail") is None

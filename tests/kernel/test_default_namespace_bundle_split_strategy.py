@@ -1,0 +1,224 @@
+"""Extensible split strategy (lbreplay.kernel.extensible.default_namespace_bundle_split_strategy).
+
+Ports DefaultNamespaceBundleSplitStrategyTest (apache/pulsar, extensions/strategy). The Java test names its
+bundles with upper-case hex (``0x0FFFFFFF``, accepted by ``Long.decode``); here they are in Pulsar's canonical
+lower-case form. Its mocked split boundaries (0x7fffffff, 0x07ffffff) are what range_equally_divide computes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from lbreplay.kernel.config import PulsarConfig
+from lbreplay.kernel.extensible.default_namespace_bundle_split_strategy import DefaultNamespaceBundleSplitStrategy
+from lbreplay.kernel.split_algorithms import MIB
+
+BUNDLE1 = "tenant/namespace/0x00000000_0xffffffff"
+BUNDLE2 = "tenant/namespace/0x00000000_0x0fffffff"
+BROKER = "broker-1"
+CHILDREN1 = ["tenant/namespace/0x00000000_0x7fffffff", "tenant/namespace/0x7fffffff_0xffffffff"]
+CHILDREN2 = ["tenant/namespace/0x00000000_0x07ffffff", "tenant/namespace/0x07ffffff_0x0fffffff"]
+
+
+def make_conf(**overrides: Any) -> PulsarConfig:
+    """DefaultNamespaceBundleSplitStrategyTest#setup: all limits 100, 1 split per cycle, hit-count threshold 3."""
+    base = {
+        "loadBalancerDebugModeEnabled": True,
+        "loadBalancerNamespaceMaximumBundles": 100,
+        "loadBalancerNamespaceBundleMaxTopics": 100,
+        "loadBalancerNamespaceBundleMaxSessions": 100,
+        "loadBalancerNamespaceBundleMaxMsgRate": 100,
+        "loadBalancerNamespaceBundleMaxBandwidthMbytes": 100,
+        "loadBalancerMaxNumberOfBundlesToSplitPerCycle": 1,
+        "loadBalancerNamespaceBundleSplitConditionHitCountThreshold": 3,
+    }
+    base.update(overrides)
+    return PulsarConfig.resolve(base)
+
+
+def stats(**fields: float) -> dict[str, float]:
+    """The two bundles' NamespaceBundleStats (topics 5 by default), same values for both (as in the Java test)."""
+    s = {"topics": 5, "msgRateIn": 0.0, "msgRateOut": 0.0, "msgThroughputIn": 0.0, "msgThroughputOut": 0.0,
+         "producerCount": 0, "consumerCount": 0}
+    s.update(fields)
+    return s
+
+
+def run(
+    strategy: DefaultNamespaceBundleSplitStrategy,
+    conf: PulsarConfig,
+    s: dict[str, float],
+    *,
+    names: tuple[str, ...] = (BUNDLE1, BUNDLE2),
+    counts: dict[str, int] | None = None,
+    owner: str = BROKER,
+    splitting: tuple[str, ...] = (),
+) -> list[tuple[str, str, str, list[str]]]:
+    """One cycle of broker-1 with bundle stats in LinkedHashMap order (bundle1, bundle2)."""
+    lower = [int(n.rsplit("/", 1)[1][2:10], 16) for n in names]
+    upper = [int(n.rsplit("/", 1)[1][13:21], 16) for n in names]
+    k = len(names)
+    out = strategy.find_bundles_to_split(
+        conf,
+        reporter=[BROKER] * k,
+        bundles=list(names),
+        namespaces=["tenant/namespace"] * k,
+        lower=lower,
+        upper=upper,
+        msg_rate=np.full(k, s["msgRateIn"] + s["msgRateOut"]),
+        msg_throughput=np.full(k, s["msgThroughputIn"] + s["msgThroughputOut"]),
+        topics=np.full(k, s["topics"]),
+        sessions=np.full(k, s["consumerCount"] + s["producerCount"]),
+        bundle_count_per_namespace={"tenant/namespace": 0} if counts is None else counts,
+        owner=[owner] * k,
+        splitting_bundles=splitting,
+    )
+    return [(d.bundle, d.broker, d.reason, d.children) for d in out]
+
+
+def test_split_condition_threshold_zero() -> None:
+    """#testNamespaceBundleSplitConditionThreshold: threshold 0, msgRateIn = max + 1 -> one decision (1 per cycle)."""
+    got = run(DefaultNamespaceBundleSplitStrategy(), make_conf(loadBalancerNamespaceBundleSplitConditionHitCountThreshold=0),
+              stats(msgRateIn=101))
+    assert got == [(BUNDLE1, BROKER, "MsgRate", CHILDREN1)]
+
+
+def test_not_enough_topics() -> None:
+    """#testNotEnoughTopics: topics = 1 -> nothing."""
+    conf = make_conf(loadBalancerNamespaceBundleSplitConditionHitCountThreshold=0)
+    assert run(DefaultNamespaceBundleSplitStrategy(), conf, stats(msgRateIn=101, topics=1)) == []
+
+
+def test_namespace_maximum_bundles() -> None:
+    """#testNamespaceMaximumBundles: getBundleCount = loadBalancerNamespaceMaximumBundles -> nothing."""
+    conf = make_conf(loadBalancerNamespaceBundleSplitConditionHitCountThreshold=0)
+    assert run(DefaultNamespaceBundleSplitStrategy(), conf, stats(msgRateIn=101), counts={"tenant/namespace": 100}) == []
+    assert len(run(DefaultNamespaceBundleSplitStrategy(), conf, stats(msgRateIn=101), counts={"tenant/namespace": 99})) == 1
+
+
+def test_empty_bundle_stats() -> None:
+    """#testEmptyBundleStats."""
+    conf = make_conf(loadBalancerNamespaceBundleSplitConditionHitCountThreshold=0)
+    assert run(DefaultNamespaceBundleSplitStrategy(), conf, stats(msgRateIn=101), names=()) == []
+
+
+def test_no_bundle_owner() -> None:
+    """#testNoBundleOwner: the channel says another broker owns the bundles -> nothing, no failure counted."""
+    strategy = DefaultNamespaceBundleSplitStrategy()
+    conf = make_conf(loadBalancerNamespaceBundleSplitConditionHitCountThreshold=0)
+    assert run(strategy, conf, stats(msgRateIn=101), owner="broker-2") == []
+    assert strategy.stats()["splitFailures"] == 0
+
+
+def test_error_getting_bundle_count() -> None:
+    """#testError: getBundleCount fails for both bundles -> nothing, two Failure/Unknown counts."""
+    strategy = DefaultNamespaceBundleSplitStrategy()
+    conf = make_conf(loadBalancerNamespaceBundleSplitConditionHitCountThreshold=0)
+    assert run(strategy, conf, stats(msgRateIn=101), counts={}) == []
+    assert strategy.stats()["splitFailures"] == 2
+
+
+def test_splitting_bundle() -> None:
+    """#testSplittingBundle: a bundle of the namespace in Splitting state with the same lower bound blocks both."""
+    strategy = DefaultNamespaceBundleSplitStrategy()
+    conf = make_conf(loadBalancerNamespaceBundleSplitConditionHitCountThreshold=0)
+    assert run(strategy, conf, stats(msgRateIn=101), splitting=("tenant/namespace/0x00000000_0xffffffff",)) == []
+    assert strategy.stats()["splitFailures"] == 0
+    # a Splitting bundle sharing neither bound does not block
+    got = run(DefaultNamespaceBundleSplitStrategy(), conf, stats(msgRateIn=101),
+              splitting=("tenant/namespace/0x10000000_0x20000000",))
+    assert got == [(BUNDLE1, BROKER, "MsgRate", CHILDREN1)]
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        ({"msgRateOut": 51, "msgRateIn": 51}, "MsgRate"),  # #testMaxMsgRate
+        ({"topics": 101}, "Topics"),  # #testMaxTopics
+        ({"producerCount": 51, "consumerCount": 51}, "Sessions"),  # #testMaxSessions
+        ({"msgThroughputOut": 100 * MIB / 2 + 1, "msgThroughputIn": 100 * MIB / 2 + 1}, "Bandwidth"),  # #testMaxBandwidthMbytes
+    ],
+)
+def test_hit_count_cycles(fields: dict[str, float], reason: str) -> None:
+    """#testMaxMsgRate / #testMaxTopics / #testMaxSessions / #testMaxBandwidthMbytes: with threshold 3 nothing splits
+    for 3 cycles; cycle 3 splits bundle1 (1 per cycle, bundle2's count stays at 3 as the loop stops), cycle 4 splits
+    bundle2; no failures."""
+    strategy = DefaultNamespaceBundleSplitStrategy()
+    conf = make_conf()
+    threshold = 3
+    for i in range(threshold + 2):
+        got = run(strategy, conf, stats(**fields))
+        if i == threshold:
+            assert got == [(BUNDLE1, BROKER, reason, CHILDREN1)]
+        elif i == threshold + 1:
+            assert got == [(BUNDLE2, BROKER, reason, CHILDREN2)]
+        else:
+            assert got == []
+        assert strategy.stats()["splitFailures"] == 0
+
+
+def test_state_round_trip_and_pruning() -> None:
+    """splitConditionHitCounts survives get_state/set_state (decide's strategyState); a bundle missing from the
+    broker's stats is pruned (retainAll); a cycle without the condition resets the count."""
+    conf = make_conf()
+    hot = stats(msgRateIn=101)
+    s1 = DefaultNamespaceBundleSplitStrategy()
+    run(s1, conf, hot)
+    run(s1, conf, hot)
+    state = s1.get_state()
+    assert state == {"splitConditionHitCounts": {BROKER: {BUNDLE1: 2, BUNDLE2: 2}}}
+    s2 = DefaultNamespaceBundleSplitStrategy()
+    s2.set_state(state)
+    assert run(s2, conf, hot) == []  # 3rd hit: not above the threshold
+    assert run(s2, conf, hot) == [(BUNDLE1, BROKER, "MsgRate", CHILDREN1)]  # 4th hit
+    run(s2, conf, hot, names=(BUNDLE1,))  # bundle2 missing from the stats: its count is dropped
+    assert BUNDLE2 not in s2.get_state()["splitConditionHitCounts"][BROKER]
+    run(s2, conf, stats())
+    assert s2.get_state() == {"splitConditionHitCounts": {}}
+
+
+def test_disabled_auto_split_leaves_state() -> None:
+    """The split scheduler runs the strategy only when loadBalancerAutoBundleSplitEnabled."""
+    s = DefaultNamespaceBundleSplitStrategy()
+    s.set_state({"splitConditionHitCounts": {BROKER: {BUNDLE1: 2}}})
+    assert run(s, make_conf(loadBalancerAutoBundleSplitEnabled=False), stats(msgRateIn=101)) == []
+    assert s.get_state() == {"splitConditionHitCounts": {BROKER: {BUNDLE1: 2}}}
+
+
+def test_brokers_have_separate_counters_and_caps() -> None:
+    """Each broker runs its own strategy instance: per-broker hit counts and per-broker per-cycle caps."""
+    conf = make_conf(loadBalancerNamespaceBundleSplitConditionHitCountThreshold=0)
+    s = DefaultNamespaceBundleSplitStrategy()
+    names = ["t/ns/0x00000000_0x80000000", "t/ns/0x80000000_0xffffffff"]
+    out = s.find_bundles_to_split(
+        conf,
+        reporter=["b2", "b1"],
+        bundles=names,
+        namespaces=["t/ns", "t/ns"],
+        lower=[0, 0x80000000],
+        upper=[0x80000000, 0xFFFFFFFF],
+        msg_rate=[101.0, 101.0],
+        msg_throughput=[0.0, 0.0],
+        topics=[5, 5],
+        sessions=[0, 0],
+        bundle_count_per_namespace={"t/ns": 2},
+    )
+    assert [(d.broker, d.bundle, d.boundaries) for d in out] == [
+        ("b1", names[1], [0xBFFFFFFF]),
+        ("b2", names[0], [0x40000000]),
+    ]
+    assert all(d.unload is False for d in out)
+
+
+def test_default_algorithm_must_give_one_boundary() -> None:
+    """A default algorithm giving no boundary (topic_count without topic data) counts a failure, no decision."""
+    conf = make_conf(
+        loadBalancerNamespaceBundleSplitConditionHitCountThreshold=0,
+        defaultNamespaceBundleSplitAlgorithm="topic_count_equally_divide",
+    )
+    s = DefaultNamespaceBundleSplitStrategy()
+    assert run(s, conf, stats(msgRateIn=101)) == []
+    assert s.stats()["splitFailures"] == 2
