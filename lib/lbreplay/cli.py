@@ -110,6 +110,9 @@ def sweep(
     cluster: str = typer.Option(..., "--cluster"),
     grid: str = typer.Option(..., "--grid", help="YAML with pulsar:/replay: base and a grid: of keys to lists."),
     seed: Optional[int] = typer.Option(None, "--seed"),
+    run_id_prefix: Optional[str] = typer.Option(
+        None, "--run-id-prefix",
+        help="Name the runs PREFIX-01, PREFIX-02 ... in grid order (default: ids derived from inputs+config+seed)."),
     lake: str = LakeOpt,
     master: Optional[str] = MasterOpt,
     quiet: bool = QuietOpt,
@@ -117,7 +120,20 @@ def sweep(
     """Many replay runs (a grid of configs) in parallel Spark tasks; prints the run ids."""
     from lbreplay.replay.spark_replay import sweep_command
 
-    sweep_command(cluster, grid, seed, lake, master, quiet)
+    sweep_command(cluster, grid, seed, lake, master, quiet, run_id_prefix=run_id_prefix)
+
+
+@app.command()
+def report(
+    runs: str = typer.Option(..., "--runs", help="Comma-separated run ids to compare."),
+    out: str = typer.Option(..., "--out", help="Output HTML file (self-contained, opens offline)."),
+    lake: str = LakeOpt,
+    master: Optional[str] = MasterOpt,
+) -> None:
+    """Compare runs: KPI table and plots in one self-contained HTML file."""
+    from lbreplay.report.html_report import report_command
+
+    report_command(runs=[r.strip() for r in runs.split(",") if r.strip()], out=out, lake=lake, master=master)
 
 
 @app.command()

@@ -107,9 +107,8 @@ def configure_lbreplay(builder: Any, lake: str, *, master: str | None = None, co
     """Decorate a ``SparkSession.Builder`` with Delta, the lake's catalog and lbreplay's defaults."""
     from pyspark import SparkContext
 
-    under_submit = SparkContext._active_spark_context is not None or "SPARK_SUBMIT_OPTS" in os.environ or bool(
-        os.environ.get("LBREPLAY_UNDER_SPARK_SUBMIT")
-    )
+    # spark-submit launches Python apps with a gateway already running (PythonRunner sets PYSPARK_GATEWAY_PORT).
+    under_submit = SparkContext._active_spark_context is not None or "PYSPARK_GATEWAY_PORT" in os.environ
     settings: dict[str, str] = {
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",

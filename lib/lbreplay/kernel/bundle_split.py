@@ -17,7 +17,7 @@ import numpy as np
 
 from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.load_data import RATE_IN, RATE_OUT, THR_IN, THR_OUT, LoadData
-from lbreplay.kernel.naming import bundle_index_in_layout, can_split
+from lbreplay.kernel.naming import bundle_index_in_layout
 from lbreplay.kernel.split_algorithms import (
     MIB,
     TopicStats,
@@ -68,6 +68,31 @@ def split_thresholds(conf: PulsarConfig) -> tuple[int, int, int, float, float]:
     )
 
 
+NO_REASON = 4  # split_reason_codes: no condition holds
+
+
+def split_reason_codes(
+    topics: np.ndarray,
+    sessions: np.ndarray,
+    msg_rate: np.ndarray,
+    msg_throughput: np.ndarray,
+    max_topics: int,
+    max_sessions: int,
+    max_rate: float,
+    max_bw: float,
+    sessions_guard: bool = True,
+) -> np.ndarray:
+    """Index of the first hit condition per bundle (0 Topics, 1 Sessions, 2 MsgRate, 3 Bandwidth) or
+    ``NO_REASON`` (vectorized); see :func:`split_reasons`."""
+    sess_hit = sessions > max_sessions
+    if sessions_guard:
+        sess_hit &= max_sessions > 0
+    first = np.full(np.shape(topics), NO_REASON, dtype=np.int64)
+    for code, hit in ((3, msg_throughput > max_bw), (2, msg_rate > max_rate), (1, sess_hit), (0, topics > max_topics)):
+        first[hit] = code  # later assignments win: the first condition in order takes precedence
+    return first
+
+
 def split_reasons(
     topics: np.ndarray,
     sessions: np.ndarray,
@@ -83,12 +108,10 @@ def split_reasons(
 
     ``sessions_guard``: ``loadBalancerNamespaceBundleMaxSessions <= 0`` disables the sessions condition (>= 2.10).
     """
-    sess_hit = sessions > max_sessions
-    if sessions_guard:
-        sess_hit &= max_sessions > 0
-    conds = [topics > max_topics, sess_hit, msg_rate > max_rate, msg_throughput > max_bw]
-    first = np.select(conds, [0, 1, 2, 3], default=4)
-    return _REASONS[first]
+    codes = split_reason_codes(
+        topics, sessions, msg_rate, msg_throughput, max_topics, max_sessions, max_rate, max_bw, sessions_guard
+    )
+    return _REASONS[codes]
 
 
 def find_bundles_to_split(
@@ -112,38 +135,45 @@ def find_bundles_to_split(
         return []
     prof = profile_for(str(conf["pulsarVersion"]))
     max_bundles, max_topics, max_sessions, max_rate, max_bw = split_thresholds(conf)
-    long_src = np.where(b.has_bundle_data[:, None], b.long, 0.0)
-    rate = long_src[:, RATE_IN] + long_src[:, RATE_OUT]
-    thr = long_src[:, THR_IN] + long_src[:, THR_OUT]
+    has = b.has_bundle_data
+    long = b.long
+    rate = np.where(has, long[:, RATE_IN] + long[:, RATE_OUT], 0.0)  # = (in or 0) + (out or 0)
+    thr = np.where(has, long[:, THR_IN] + long[:, THR_OUT], 0.0)
     sessions = b.consumer_count + b.producer_count
-    reasons = split_reasons(
+    reasons = split_reason_codes(
         b.topics, sessions, rate, thr, max_topics, max_sessions, max_rate, max_bw, prof.split_min_two_topics
     )
-    cand = (b.owner >= 0) & (reasons != "")
+    cand = (b.owner >= 0) & (reasons != NO_REASON)
     if prof.split_min_two_topics:
         cand &= b.topics >= 2
     rows = np.flatnonzero(cand)
     rows = rows[np.lexsort((rows, b.owner[rows]))]  # broker rows, then bundle rows
-    counts = _namespace_counts(ld, bundle_count_per_namespace)
+    counts = _NamespaceCounts(ld, bundle_count_per_namespace)
     planned: dict[str, int] = {}
     out: list[tuple[int, int, str]] = []
     for row in rows.tolist():
         ns = b.namespaces[row]
-        current = counts.get(ns, 0)
+        current = counts.get(ns)
         extra = planned.get(ns, 0) if prof.split_min_two_topics else 0
         if current + extra < max_bundles:
-            out.append((row, int(b.owner[row]), str(reasons[row])))
+            out.append((row, int(b.owner[row]), str(_REASONS[reasons[row]])))
             planned[ns] = planned.get(ns, 0) + 1
     return out
 
 
-def _namespace_counts(ld: LoadData, given: Mapping[str, int] | None) -> dict[str, int]:
-    known: dict[str, int] = {}
-    for ns in ld.bundles.namespaces:
-        known[ns] = known.get(ns, 0) + 1
-    if given:
-        known.update({k: int(v) for k, v in given.items()})
-    return known
+class _NamespaceCounts:
+    """``NamespaceService.getBundleCount`` per namespace: the given count, else the bundles ``ld`` knows in it
+    (counted on first use)."""
+
+    def __init__(self, ld: LoadData, given: Mapping[str, int] | None) -> None:
+        self._namespaces = ld.bundles.namespaces
+        self._counts: dict[str, int] = {k: int(v) for k, v in given.items()} if given else {}
+
+    def get(self, ns: str) -> int:
+        got = self._counts.get(ns)
+        if got is None:
+            got = self._counts[ns] = self._namespaces.count(ns)
+        return got
 
 
 def check_namespace_bundle_split(
@@ -179,7 +209,7 @@ def check_namespace_bundle_split(
     for row, broker_row, reason in found:
         name, ns = b.names[row], b.namespaces[row]
         lo, hi = int(b.lower[row]), int(b.upper[row])
-        if not can_split(lo, hi):
+        if not hi - lo > 1:  # naming.can_split (NamespaceBundleFactory.canSplitBundle)
             continue
         layout = layouts.get(ns)
         if layout is not None and bundle_index_in_layout(layout, lo, hi) < 0:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from lbreplay.kernel.config import PulsarConfig
-from lbreplay.kernel.load_data import DEFAULT_MESSAGE_DATA, RATE_IN, RATE_OUT, LoadData
+from lbreplay.kernel.load_data import DEFAULT_MESSAGE_DATA, RATE_IN, RATE_OUT, LoadData, cached, preallocation_sums
 from lbreplay.kernel.resource_usage import overload_check_usage
 
 
@@ -52,24 +52,46 @@ def long_term_message_rate_scores(ld: LoadData, conf: PulsarConfig) -> np.ndarra
 
     Usage above the overload threshold (strict ``>``) -> +inf; the usage function is the weighted max since
     PIP-358 (4.0), ``getMaxResourceUsage()`` before (``resource_usage.overload_check_usage``).
+    Inside a ``load_data.derived_cache`` block the scores and their parts are computed once (the preallocation
+    part again after each preallocation).
     """
     br = ld.brokers
-    usage = overload_check_usage(br.usage, br.limit, conf)
-    score = preallocated_long_term_rate(ld) + time_average_long_term_rate(ld)
-    return np.where(usage > conf.overload_threshold, np.inf, score)
+    if "_derived" not in ld.__dict__:  # no derived_cache block: compute directly
+        usage = overload_check_usage(br.usage, br.limit, conf)
+        score = preallocated_long_term_rate(ld) + time_average_long_term_rate(ld)
+        return np.where(usage > conf.overload_threshold, np.inf, score)
+
+    def parts() -> tuple[np.ndarray, np.ndarray]:
+        usage = cached(ld, "broker", "overload_usage", lambda: overload_check_usage(br.usage, br.limit, conf), conf)
+        return usage > conf.overload_threshold, time_average_long_term_rate(ld)
+
+    def scores() -> np.ndarray:
+        overloaded, tabd = cached(ld, "bundle", ("lltmr_parts", id(ld.tabd)), parts, conf, ld.tabd)
+        # preallocation_sums(ld).rate == preallocated_long_term_rate(ld)
+        return np.where(overloaded, np.inf, preallocation_sums(ld).rate + tabd)
+
+    return cached(ld, "prealloc", "lltmr_scores", scores, conf)
+
+
+def least_score_rows(candidates: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """The ``bestBrokers`` loop: all candidates whose score equals the least (+inf ties too; NaN never matches);
+    every candidate when none qualifies."""
+    cand = np.asarray(candidates, dtype=np.int64)
+    if cand.size == 0:
+        return cand
+    s = scores[cand]
+    least = s.min()
+    if least == least:  # no NaN among the candidates' scores
+        return cand[s == least]
+    valid = ~np.isnan(s)
+    return cand[valid & (s == s[valid].min())] if valid.any() else cand
 
 
 def pick_least(candidates: np.ndarray, scores: np.ndarray, rng: np.random.Generator) -> int:
-    """The ``bestBrokers`` loop: all candidates whose score equals the least (+inf ties too; NaN never matches);
-    every candidate when none qualifies; then a uniform pick. -1 for no candidates."""
-    cand = np.asarray(candidates, dtype=np.int64)
-    if cand.size == 0:
-        return -1
-    s = scores[cand]
-    valid = ~np.isnan(s)
-    best = cand[valid & (s == s[valid].min())] if valid.any() else cand
-    if best.size == 1:
-        return int(best[0])
+    """:func:`least_score_rows`, then a uniform pick (drawn only when several tie). -1 for no candidates."""
+    best = least_score_rows(candidates, scores)
+    if best.size <= 1:
+        return int(best[0]) if best.size else -1
     return int(best[rng.integers(best.size)])
 
 
@@ -82,10 +104,20 @@ class LeastLongTermMessageRate:
     def select_broker(
         self, candidates: np.ndarray, bundle: str, ld: LoadData, conf: PulsarConfig, rng: np.random.Generator
     ) -> int:
-        """``selectBroker``: a broker row among ``candidates`` (sorted rows) with the least score; -1 if none."""
+        """``selectBroker``: a broker row among ``candidates`` (sorted rows) with the least score; -1 if none.
+
+        Inside a ``load_data.derived_cache`` block the least-score set of a candidate array is kept until the next
+        preallocation (the scores do not change before), so only the uniform draw is repeated.
+        """
         scores = long_term_message_rate_scores(ld, conf)
         self.last_scores = scores
-        return pick_least(np.asarray(candidates, dtype=np.int64), scores, rng)
+        cand = np.asarray(candidates, dtype=np.int64)
+        if "_derived" not in ld.__dict__:
+            return pick_least(cand, scores, rng)
+        best = cached(ld, "prealloc", "lltmr_best", lambda: least_score_rows(cand, scores), scores, cand)
+        if best.size <= 1:
+            return int(best[0]) if best.size else -1
+        return int(best[rng.integers(best.size)])
 
     def on_active_brokers_change(self, active: set[str]) -> None:
         """No per-broker state to prune."""

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from lbreplay.kernel.config import PulsarConfig
-from lbreplay.kernel.load_data import LoadData
+from lbreplay.kernel.load_data import LoadData, cached
 from lbreplay.kernel.resource_usage import weighted_max_usage
 
 MAX_RESOURCE_USAGE = 1.0  # LeastResourceUsageWithWeight.MAX_RESOURCE_USAGE (getOrDefault for unknown brokers)
@@ -32,17 +32,19 @@ class LeastResourceUsageWithWeight:
         """``updateAndGetMaxResourceUsageWithWeight`` for ``rows``: advance and return their EWMAs."""
         br = ld.brokers
         h = conf.history_percentage
-        usage = weighted_max_usage(br.usage[rows], br.limit[rows], conf)
-        bundles = ld.bundle_count()[rows]
-        idle = (bundles == 0) | ((br.msg_rate_in[rows] == 0) & (br.msg_rate_out[rows] == 0))
-        out = np.empty(rows.size)
-        for k, row in enumerate(rows):
-            broker = br.ids[row]
-            prev = None if idle[k] else self.ema.get(broker)
-            value = float(usage[k]) if prev is None else prev * h + (1 - h) * float(usage[k])
-            self.ema[broker] = value
-            out[k] = value
-        return out
+        usage = cached(ld, "broker", "weighted_max_usage", lambda: weighted_max_usage(br.usage, br.limit, conf), conf)
+        usage = usage[rows].tolist()  # per row, as computed for the row alone
+        bundles = cached(ld, "bundle", "bundle_count", ld.bundle_count)[rows]
+        idle = ((bundles == 0) | ((br.msg_rate_in[rows] == 0) & (br.msg_rate_out[rows] == 0))).tolist()
+        ids, ema = br.ids, self.ema
+        out = []
+        for k, row in enumerate(rows.tolist()):
+            broker = ids[row]
+            prev = None if idle[k] else ema.get(broker)
+            value = usage[k] if prev is None else prev * h + (1 - h) * usage[k]
+            ema[broker] = value
+            out.append(value)
+        return np.array(out, dtype=np.float64)
 
     def select_broker(
         self, candidates: np.ndarray, bundle: str, ld: LoadData, conf: PulsarConfig, rng: np.random.Generator
@@ -53,8 +55,8 @@ class LeastResourceUsageWithWeight:
             return -1
         ema = self.update_usage(rows, ld, conf)
         total = 0.0
-        for v in ema:  # Java sums in iteration order; keep a left-to-right double sum
-            total += float(v)
+        for v in ema.tolist():  # Java sums in iteration order; keep a left-to-right double sum
+            total += v
         avg = total / rows.size
         self.last_average = avg
         diff = conf["loadBalancerAverageResourceUsageDifferenceThresholdPercentage"] / 100.0

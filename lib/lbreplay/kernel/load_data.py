@@ -12,9 +12,14 @@ Four-value message data always uses the TimeAverageMessageData field order:
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
 
 import numpy as np
+
+T = TypeVar("T")
 
 THR_IN, THR_OUT, RATE_IN, RATE_OUT = range(4)
 MESSAGE_FIELDS: tuple[str, ...] = ("msgThroughputIn", "msgThroughputOut", "msgRateIn", "msgRateOut")
@@ -38,6 +43,26 @@ def is_system_service_namespace(namespace: str) -> bool:
     if parts[0] == "pulsar" and len(parts) in (2, 3) and ":" in parts[-1]:
         return True
     return parts[0] == "sla-monitor" and len(parts) == 3
+
+
+# The last namespace column coded by namespace_codes: replay ticks and repeated requests see the same column
+# again, and comparing two lists is much cheaper than coding one.
+_NS_CODES: list[tuple[list[str], np.ndarray, dict[str, int]]] = []
+
+
+def namespace_codes(namespaces: list[str]) -> tuple[np.ndarray, dict[str, int]]:
+    """Integer code per row of a namespace column (codes in first-appearance order) and namespace -> code.
+
+    Memoised for the last column seen, compared by content; the returned array is read-only.
+    """
+    if _NS_CODES and _NS_CODES[0][0] == namespaces:
+        return _NS_CODES[0][1], _NS_CODES[0][2]
+    column = list(namespaces)
+    code = {ns: i for i, ns in enumerate(dict.fromkeys(column))}
+    codes = np.fromiter(map(code.__getitem__, column), dtype=np.int64, count=len(column))
+    codes.flags.writeable = False
+    _NS_CODES[:] = [(column, codes, code)]
+    return codes, code
 
 
 @dataclass
@@ -85,9 +110,10 @@ class Brokers:
         return len(self.ids)
 
     def index(self, broker: str) -> int:
-        """Row of ``broker``; -1 if unknown."""
-        i = int(np.searchsorted(np.array(self.ids, dtype=object), broker)) if self.ids else 0
-        return i if i < len(self.ids) and self.ids[i] == broker else -1
+        """Row of ``broker``; -1 if unknown (binary search over the sorted ids)."""
+        ids = self.ids
+        i = bisect.bisect_left(ids, broker)
+        return i if i < len(ids) and ids[i] == broker else -1
 
     @property
     def msg_rate(self) -> np.ndarray:
@@ -160,8 +186,10 @@ class Bundles:
         return len(self.names)
 
     def index(self, bundle: str) -> int:
-        i = int(np.searchsorted(np.array(self.names, dtype=object), bundle)) if self.names else 0
-        return i if i < len(self.names) and self.names[i] == bundle else -1
+        """Row of ``bundle``; -1 if unknown (binary search over the sorted names)."""
+        names = self.names
+        i = bisect.bisect_left(names, bundle)
+        return i if i < len(names) and names[i] == bundle else -1
 
 
 @dataclass
@@ -177,6 +205,12 @@ class LoadData:
     # MESSAGE_FIELDS order. None -> derived from the bundles (time_average_broker_data).
     tabd: tuple[np.ndarray, np.ndarray] | None = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Copies and pickles leave the derived-value cache of an open :func:`derived_cache` block behind."""
+        state = self.__dict__.copy()
+        state.pop("_derived", None)
+        return state
+
     def broker_time_average(self) -> tuple[np.ndarray, np.ndarray]:
         """``BrokerData.getTimeAverageData()`` per broker: the stored TABD, else derived from the bundles."""
         return self.tabd if self.tabd is not None else self.time_average_broker_data()
@@ -191,12 +225,16 @@ class LoadData:
         return np.bincount(own[own >= 0], minlength=len(self.brokers))
 
     def shedding_candidates(self) -> np.ndarray:
-        """``LoadData.getBundleDataForLoadShedding()`` restricted to not-recently-unloaded bundles."""
+        """``LoadData.getBundleDataForLoadShedding()`` restricted to not-recently-unloaded bundles.
+
+        The system-namespace test runs once per distinct namespace (``namespace_codes``), not per bundle.
+        """
         b = self.bundles
         mask = b.has_bundle_data.copy()
-        for i, ns in enumerate(b.namespaces):
-            if mask[i] and is_system_service_namespace(ns):
-                mask[i] = False
+        codes, code = namespace_codes(b.namespaces)
+        system = [c for ns, c in code.items() if is_system_service_namespace(ns)]
+        if system:
+            mask &= ~np.isin(codes, system)
         if self.recently_unloaded_bundles:
             for name in self.recently_unloaded_bundles:
                 j = b.index(name)
@@ -237,6 +275,7 @@ def update_bundle_data(ld: LoadData) -> None:
     (``getBundleDataOrDefault``), so its first sample replaces the defaults.
     """
     b = ld.bundles
+    invalidate_derived(ld)
     rows = np.flatnonzero(b.owner >= 0)
     if rows.size == 0:
         return
@@ -269,7 +308,10 @@ def insert_bundles(ld: LoadData, names: list[str]) -> np.ndarray:
         i = bisect.bisect_left(bs.names, name)
         return i if i < len(bs.names) and bs.names[i] == name else -1
 
-    new = sorted({n for n in names if row_of(b, n) < 0})
+    rows = [row_of(b, n) for n in names]
+    if min(rows, default=0) >= 0:  # every bundle known: nothing moves
+        return np.array(rows, dtype=np.int64)
+    new = sorted({n for n, r in zip(names, rows) if r < 0})
     if new:
         add = Bundles.empty(new)
         pos = [bisect.bisect_left(b.names, n) for n in new]  # insertion points in the old rows (non-decreasing)
@@ -284,4 +326,178 @@ def insert_bundles(ld: LoadData, names: list[str]) -> np.ndarray:
                     merged.insert(p + k, v)
                 setattr(out, f.name, merged)
         ld.bundles = out
+        invalidate_derived(ld)
     return np.array([row_of(ld.bundles, n) for n in names], dtype=np.int64)
+
+
+# --- derived-value cache -------------------------------------------------------------------------
+class DerivedCache:
+    """Per-broker values derived from a ``LoadData`` (usage figures, TABD sums, preallocation sums, masks), kept
+    while a :func:`derived_cache` block is open.
+
+    Entries live in three groups with their own invalidation: ``broker`` (from ``Brokers``), ``bundle`` (from the
+    bundle rows: reported owner, BundleData) and ``prealloc`` (from ``preallocatedBundleData``). The cache
+    remembers the ``Brokers`` / ``Bundles`` objects its entries were computed from, so replacing one of them
+    (``insert_bundles``) empties the affected groups by itself. Entries that depend on other objects (the config,
+    the policies) are keyed by their identity too; the cache keeps those objects alive, so identities stay unique.
+    """
+
+    __slots__ = ("groups", "_brokers", "_bundles", "_refs")
+
+    def __init__(self) -> None:
+        self.groups: dict[str, dict[Any, Any]] = {"broker": {}, "bundle": {}, "prealloc": {}}
+        self._brokers: object | None = None
+        self._bundles: object | None = None
+        self._refs: dict[int, object] = {}
+
+    def clear(self) -> None:
+        for entries in self.groups.values():
+            entries.clear()
+
+    def sync(self, ld: "LoadData") -> None:
+        """Drop what no longer matches ``ld``'s ``Brokers`` / ``Bundles`` objects."""
+        if self._brokers is not ld.brokers:
+            self.clear()
+        elif self._bundles is not ld.bundles:
+            self.groups["bundle"].clear()
+            self.groups["prealloc"].clear()
+        self._brokers, self._bundles = ld.brokers, ld.bundles
+
+    def group(self, ld: "LoadData", name: str) -> dict[Any, Any]:
+        """The entries of group ``name`` ("broker", "bundle", "prealloc") that are valid for ``ld``."""
+        if self._brokers is not ld.brokers or self._bundles is not ld.bundles:
+            self.sync(ld)
+        return self.groups[name]
+
+
+@contextmanager
+def derived_cache(ld: LoadData) -> Iterator[DerivedCache]:
+    """Within the block, per-broker values derived from ``ld`` are computed once and reused (see
+    :func:`cached`). Inside it ``ld`` may change only through kernel functions, which keep the cache in step
+    (``insert_bundles``, ``update_bundle_data``, preallocation and its clean-up in ``placement``); a caller that
+    edits arrays of ``ld`` itself inside the block must call :func:`invalidate_derived`. Nested blocks share
+    the outer cache. Outside any block nothing is cached.
+    """
+    cache = ld.__dict__.get("_derived")
+    if cache is not None:
+        yield cache
+        return
+    cache = DerivedCache()
+    ld.__dict__["_derived"] = cache
+    try:
+        yield cache
+    finally:
+        ld.__dict__.pop("_derived", None)
+
+
+def cached(ld: LoadData, group: str, key: Any, compute: Callable[[], T], *deps: object) -> T:
+    """``compute()``, memoised in ``group`` under ``key`` (and the identities of ``deps``) while a
+    :func:`derived_cache` block is open on ``ld``; plain ``compute()`` otherwise."""
+    cache: DerivedCache | None = ld.__dict__.get("_derived")
+    if cache is None:
+        return compute()
+    if cache._brokers is not ld.brokers or cache._bundles is not ld.bundles:
+        cache.sync(ld)
+    entries = cache.groups[group]
+    if deps:
+        key = (key, *map(id, deps))
+    value = entries.get(key, _MISSING)
+    if value is _MISSING:
+        for d in deps:
+            cache._refs[id(d)] = d
+        value = entries[key] = compute()
+    return value  # type: ignore[return-value]
+
+
+_MISSING = object()
+
+
+def invalidate_derived(ld: LoadData, group: str = "broker") -> None:
+    """Forget cached values after ``ld`` changed: ``"prealloc"`` (preallocations), ``"bundle"`` (bundle rows;
+    also drops "prealloc"), ``"broker"`` (default: everything)."""
+    cache: DerivedCache | None = ld.__dict__.get("_derived")
+    if cache is None:
+        return
+    groups = cache.groups
+    groups["prealloc"].clear()
+    if group in ("bundle", "broker"):
+        groups["bundle"].clear()
+    if group == "broker":
+        groups["broker"].clear()
+
+
+class PreallocationSums:
+    """Per broker row, sums over its ``preallocatedBundleData``: ``longTermData`` msgRateIn + msgRateOut (what
+    ``LeastLongTermMessageRate.getScore`` adds) and ``BundleData.topics`` (what
+    ``filterBrokersWithLargeTopicCount`` adds).
+
+    Built like ``np.bincount`` over the preallocated rows in row order; :meth:`move` keeps it exact after one
+    bundle changes broker by re-folding only the two brokers involved, in the same row order.
+    """
+
+    __slots__ = ("rate", "topics", "total_topics", "_rows")
+
+    def __init__(self, ld: LoadData) -> None:
+        b = ld.bundles
+        nb = len(ld.brokers)
+        rows = np.flatnonzero(b.preallocated_to >= 0)
+        holders = b.preallocated_to[rows]
+        self._rows: dict[int, list[int]] = {}
+        for row, holder in zip(rows.tolist(), holders.tolist()):
+            self._rows.setdefault(holder, []).append(row)
+        self.topics = np.zeros(nb, dtype=np.int64)
+        if rows.size == 0:
+            self.rate = np.zeros(nb)
+        else:
+            lt = np.where(b.has_bundle_data[rows, None], b.long[rows], DEFAULT_MESSAGE_DATA)
+            self.rate = np.bincount(holders, weights=lt[:, RATE_IN] + lt[:, RATE_OUT], minlength=nb)
+            np.add.at(self.topics, holders, b.bundle_topics[rows])
+        # reported topics plus preallocated ones (filterBrokersWithLargeTopicCount)
+        self.total_topics = self.topics + np.asarray(ld.brokers.num_topics, dtype=np.int64)
+
+    def move(self, ld: LoadData, row: int, old: int, new: int) -> None:
+        """Bundle ``row`` left broker ``old`` and is now preallocated to ``new`` (-1: none)."""
+        if old == new:
+            return
+        b = ld.bundles
+        topics = int(b.bundle_topics[row])
+        for broker, sign in ((old, -1), (new, 1)):
+            if broker < 0:
+                continue
+            rows = self._rows.setdefault(broker, [])
+            if sign > 0:
+                bisect.insort(rows, row)
+            else:
+                rows.remove(row)
+            total = 0.0
+            for r in rows:  # np.bincount's order: rows ascending, starting from 0.0
+                total += _long_term_rate(b, r)
+            self.rate[broker] = total
+            self.topics[broker] += sign * topics
+            self.total_topics[broker] += sign * topics
+
+
+def _long_term_rate(b: Bundles, row: int) -> float:
+    """``longTermData.msgRateIn + msgRateOut`` of a row (the default data without BundleData)."""
+    if b.has_bundle_data[row]:
+        return float(b.long[row, RATE_IN]) + float(b.long[row, RATE_OUT])
+    return float(DEFAULT_MESSAGE_DATA[RATE_IN]) + float(DEFAULT_MESSAGE_DATA[RATE_OUT])
+
+
+def preallocation_sums(ld: LoadData) -> PreallocationSums:
+    """:class:`PreallocationSums` of ``ld`` (kept in a ``derived_cache`` block and updated by :func:`note_preallocation`)."""
+    return cached(ld, "prealloc", "sums", lambda: PreallocationSums(ld))
+
+
+def note_preallocation(ld: LoadData, row: int, old: int) -> None:
+    """After ``ld.bundles.preallocated_to[row]`` changed from ``old``: update the cached sums in place and drop the
+    values derived from them."""
+    cache: DerivedCache | None = ld.__dict__.get("_derived")
+    if cache is None:
+        return
+    entries = cache.group(ld, "prealloc")
+    sums = entries.get("sums")
+    entries.clear()
+    if sums is not None:
+        sums.move(ld, row, old, int(ld.bundles.preallocated_to[row]))
+        entries["sums"] = sums

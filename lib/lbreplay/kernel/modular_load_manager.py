@@ -14,8 +14,8 @@ import numpy as np
 
 from lbreplay.errors import UsageError
 from lbreplay.kernel.config import PulsarConfig, short_class
-from lbreplay.kernel.load_data import LoadData, split_bundle_name
-from lbreplay.kernel.placement import LeaderState, select_broker, select_broker_for_assignment
+from lbreplay.kernel.load_data import LoadData, derived_cache, split_bundle_name
+from lbreplay.kernel.placement import LeaderState, selection
 from lbreplay.kernel.policies import NamespacePolicies
 from lbreplay.kernel.strategy import LoadSheddingStrategy, ModularLoadManagerStrategy, Unload, strategy_class
 from lbreplay.kernel.version_profile import profile_for
@@ -78,9 +78,26 @@ def do_load_shedding(
     if int(avail.sum()) <= 1:
         return []
     prune_recently_unloaded(ld, conf, now_ms)
+    with derived_cache(ld):
+        return _shed(ld, conf, shedder, placement_strategy, leader_state, policies, rng, now_ms, avail)
+
+
+def _shed(
+    ld: LoadData,
+    conf: PulsarConfig,
+    shedder: LoadSheddingStrategy,
+    placement_strategy: ModularLoadManagerStrategy,
+    leader_state: LeaderState,
+    policies: NamespacePolicies,
+    rng: np.random.Generator,
+    now_ms: int,
+    avail: np.ndarray,
+) -> list[Unload]:
+    br = ld.brokers
     plan = shedder.find_bundles_for_unloading(ld, conf)
     planned = {u.bundle for u in plan}
     with_destination = profile_for(conf["pulsarVersion"]).unload_with_destination
+    place = selection(ld, conf, placement_strategy, leader_state, policies, avail) if with_destination else None
     issued: list[Unload] = []
     try:
         by_broker: dict[str, list[Unload]] = {}
@@ -92,15 +109,15 @@ def do_load_shedding(
                 ns, _ = split_bundle_name(u.bundle)
                 if policies.is_shedding_excluded(ns):
                     continue
-                if with_destination and not policies.should_namespace_policies_unload(ns, source, br, avail):
+                if place is not None and not _other_broker_allowed(place.policy_set(ns), source):
                     continue
-                if not policies.should_anti_affinity_namespace_unload(
+                if policies.anti_affinity_group(ns) is not None and not policies.should_anti_affinity_namespace_unload(
                     ns, source, br, avail, leader_state.bundle_ranges
-                ):
+                ):  # without a group the check always passes
                     continue
                 dest: str | None = None
-                if with_destination:
-                    dest = select_broker(u.bundle, ld, conf, placement_strategy, leader_state, policies, rng, avail)
+                if place is not None:
+                    dest = place.select(u.bundle, rng).broker  # select_broker
                     if dest is None or dest == broker:
                         continue
                 issued.append(Unload(broker, u.bundle, u.reason, dest, dict(u.details)))
@@ -108,6 +125,13 @@ def do_load_shedding(
     finally:
         shedder.on_unload_attempt_completed(planned)
     return issued
+
+
+def _other_broker_allowed(policy_set: np.ndarray, source: int) -> bool:
+    """``shouldNamespacePoliciesUnload`` (``policies.should_namespace_policies_unload``) on the namespace's
+    policy set: some broker other than ``source`` passes."""
+    rows = policy_set.nonzero()[0]
+    return rows.size > 1 or (rows.size == 1 and int(rows[0]) != source)
 
 
 def assign(
@@ -120,11 +144,14 @@ def assign(
     rng: np.random.Generator,
     available: np.ndarray | None = None,
 ) -> list[tuple[str, str | None]]:
-    """``selectBrokerForAssignment`` for each bundle in order (with preallocation); (bundle, broker or None)."""
-    return [
-        (b, select_broker_for_assignment(b, ld, conf, placement_strategy, leader_state, policies, rng, available))
-        for b in bundles
-    ]
+    """``selectBrokerForAssignment`` for each bundle in order (with preallocation); (bundle, broker or None).
+
+    The loop runs inside one ``load_data.derived_cache`` block, so per-broker figures are computed once and only
+    the preallocation-dependent ones are refreshed after each placement.
+    """
+    with derived_cache(ld):
+        place = selection(ld, conf, placement_strategy, leader_state, policies, available)
+        return [(b, place.assign(b, rng)) for b in bundles]  # select_broker_for_assignment
 
 
 def strategies_state(shedder: LoadSheddingStrategy, placement: ModularLoadManagerStrategy) -> dict[str, Any]:

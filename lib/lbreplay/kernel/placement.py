@@ -12,15 +12,27 @@ i.e. ``BrokerData.preallocatedBundleData``); ``LeaderState`` holds the leader's 
 
 from __future__ import annotations
 
+import bisect
+import functools
 import re
-from collections.abc import Collection, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from lbreplay.kernel.config import PulsarConfig
-from lbreplay.kernel.load_data import LoadData, insert_bundles, split_bundle_name
+from lbreplay.kernel.load_data import (
+    LoadData,
+    cached,
+    derived_cache,
+    insert_bundles,
+    invalidate_derived,
+    namespace_codes,
+    note_preallocation,
+    preallocation_sums,
+    split_bundle_name,
+)
 from lbreplay.kernel.policies import NamespacePolicies
 from lbreplay.kernel.resource_usage import overload_check_usage
 from lbreplay.kernel.round_robin_broker_selector import RoundRobinBrokerSelector
@@ -34,21 +46,90 @@ _CLASS_FILTER_PROFILES = frozenset({"3.x", "4.x"})
 _EVEN_SPREAD_ALWAYS_PROFILES = frozenset({"2.9"})
 
 
-@dataclass
+class _RangeSnapshot:
+    """The bundle rows :meth:`LeaderState.reload` read: ids, names, namespaces and the two holder columns."""
+
+    __slots__ = ("ids", "pos", "names", "namespaces", "owner", "pre")
+
+    def __init__(self, ld: LoadData) -> None:
+        b = ld.bundles
+        self.ids = list(ld.brokers.ids)
+        self.pos = {broker: i for i, broker in enumerate(self.ids)}
+        self.names = list(b.names)
+        self.namespaces = list(b.namespaces)
+        self.owner = np.array(b.owner, dtype=np.int64)
+        self.pre = np.array(b.preallocated_to, dtype=np.int64)
+
+    def holds(self, broker: str, ns: str, rng: str, bundle: str) -> bool:
+        """Whether the reloaded ranges of ``broker`` already contain ``ns``/``rng``."""
+        k = self.pos.get(broker)
+        if k is None:
+            return False
+        names = self.names
+        row = bisect.bisect_left(names, bundle)
+        if row >= len(names) or names[row] != bundle:
+            return False
+        if self.namespaces[row] != ns or names[row][len(ns) + 1 :] != rng:
+            return False
+        return bool(self.owner[row] == k or self.pre[row] == k)
+
+    def counts(self) -> dict[str, np.ndarray]:
+        """Per namespace, per broker row: distinct bundle ranges held (reported or preallocated), vectorized."""
+        codes, code = namespace_codes(self.namespaces)
+        nb, nns = len(self.ids), len(code)
+        total = np.zeros(nb * nns, dtype=np.int64)
+        if nns:
+            own = self.owner >= 0
+            pre = (self.pre >= 0) & (self.pre != self.owner)  # a range held both ways counts once
+            total += np.bincount(self.owner[own] * nns + codes[own], minlength=nb * nns)
+            total += np.bincount(self.pre[pre] * nns + codes[pre], minlength=nb * nns)
+        matrix = total.reshape(nb, nns)
+        return {ns: matrix[:, c].copy() for ns, c in code.items()}
+
+
 class LeaderState:
     """Leader-only mutable state of ``ModularLoadManagerImpl`` besides ``LoadData``.
 
     * ``bundle_ranges``: ``brokerToNamespaceToBundleRange`` (broker id -> namespace -> bundle ranges), rebuilt per
       broker from reported + preallocated bundles on every ``updateBundleData`` (:meth:`reload`) and extended by
-      ``preallocateBundle``.
+      ``preallocateBundle`` (:meth:`add`). Mutate it only through :meth:`reload`, :meth:`add`, :meth:`set_state`
+      or by assigning a whole new mapping.
     * ``round_robin``: ``sheddingExcludedNamespaceSelectionStrategy``.
+
+    :meth:`reload` only snapshots the bundle columns; the nested dict is built on first access of
+    ``bundle_ranges``, and :meth:`namespace_bundle_counts` (what placement reads on every call) comes from per-namespace
+    count arrays computed from the snapshot in one vectorized pass and kept in step by :meth:`add`.
 
     Preallocations themselves are kept in ``LoadData``; :meth:`get_state` / :meth:`set_state` carry them too when
     given the ``LoadData``.
     """
 
-    bundle_ranges: dict[str, dict[str, set[str]]] = field(default_factory=dict)
-    round_robin: RoundRobinBrokerSelector = field(default_factory=RoundRobinBrokerSelector)
+    def __init__(
+        self,
+        bundle_ranges: dict[str, dict[str, set[str]]] | None = None,
+        round_robin: RoundRobinBrokerSelector | None = None,
+    ) -> None:
+        self.round_robin = round_robin if round_robin is not None else RoundRobinBrokerSelector()
+        self.bundle_ranges = bundle_ranges if bundle_ranges is not None else {}
+
+    # --- brokerToNamespaceToBundleRange ------------------------------------------------------------
+    @property
+    def bundle_ranges(self) -> dict[str, dict[str, set[str]]]:
+        if self._ranges is None:
+            self._ranges = self._materialize()
+        return self._ranges
+
+    @bundle_ranges.setter
+    def bundle_ranges(self, value: dict[str, dict[str, set[str]]]) -> None:
+        self._ranges: dict[str, dict[str, set[str]]] | None = value
+        self._snap: _RangeSnapshot | None = None
+        self._pending: list[tuple[str, str, str]] = []  # add() calls not yet applied to _ranges
+        self._added: set[tuple[str, str, str]] = set()  # ranges add() contributed beyond the snapshot
+        self._ns_counts: dict[str, np.ndarray] | None = None
+        self._version = getattr(self, "_version", 0) + 1  # bumped on every change (keys placement memos)
+
+    def __repr__(self) -> str:
+        return f"LeaderState(bundle_ranges={self.bundle_ranges!r}, round_robin={self.round_robin!r})"
 
     @classmethod
     def from_load_data(cls, ld: LoadData) -> "LeaderState":
@@ -60,28 +141,67 @@ class LeaderState:
     def reload(self, ld: LoadData) -> None:
         """``brokerToNamespaceToBundleRange.reloadFromBundles`` for every broker in ``ld``: its reported bundles
         (``lastStats`` keys) plus its preallocated ones. Brokers absent from ``ld`` are dropped."""
-        b = ld.bundles
-        ids = ld.brokers.ids
-        ranges: dict[str, dict[str, set[str]]] = {broker: {} for broker in ids}
-        for holders in (b.owner, b.preallocated_to):
-            rows = np.flatnonzero(holders >= 0)
-            for row, holder in zip(rows.tolist(), holders[rows].tolist()):
-                ns = b.namespaces[row]
-                ns_map = ranges[ids[holder]]
-                got = ns_map.get(ns)
-                if got is None:
-                    got = ns_map[ns] = set()
-                got.add(b.names[row][len(ns) + 1 :])
-        self.bundle_ranges = ranges
+        self.bundle_ranges = None  # type: ignore[assignment]
+        self._snap = _RangeSnapshot(ld)
+
+    def _materialize(self) -> dict[str, dict[str, set[str]]]:
+        """The nested dict of the last :meth:`reload` plus the :meth:`add` calls since (same order as built eagerly)."""
+        snap = self._snap
+        ranges: dict[str, dict[str, set[str]]] = {}
+        if snap is not None:
+            ids = snap.ids
+            ranges = {broker: {} for broker in ids}
+            for holders in (snap.owner, snap.pre):
+                rows = np.flatnonzero(holders >= 0)
+                for row, holder in zip(rows.tolist(), holders[rows].tolist()):
+                    ns = snap.namespaces[row]
+                    ns_map = ranges[ids[holder]]
+                    got = ns_map.get(ns)
+                    if got is None:
+                        got = ns_map[ns] = set()
+                    got.add(snap.names[row][len(ns) + 1 :])
+        for broker, ns, rng in self._pending:
+            ranges.setdefault(broker, {}).setdefault(ns, set()).add(rng)
+        self._pending = []
+        return ranges
 
     def add(self, broker: str, bundle: str) -> None:
         """``brokerToNamespaceToBundleRange.add(broker, namespace, range)``."""
         ns, rng = split_bundle_name(bundle)
-        self.bundle_ranges.setdefault(broker, {}).setdefault(ns, set()).add(rng)
+        self._version += 1
+        snap = self._snap
+        if snap is not None:
+            key = (broker, ns, rng)
+            if key not in self._added and not snap.holds(broker, ns, rng, bundle):
+                self._added.add(key)
+                k = snap.pos.get(broker)
+                if self._ns_counts is not None and k is not None:
+                    counts = self._ns_counts.get(ns)
+                    if counts is None:
+                        counts = self._ns_counts[ns] = np.zeros(len(snap.ids), dtype=np.int64)
+                    counts[k] += 1
+        if self._ranges is not None:
+            self._ranges.setdefault(broker, {}).setdefault(ns, set()).add(rng)
+        else:
+            self._pending.append((broker, ns, rng))
 
     def namespace_bundle_counts(self, namespace: str, ids: list[str]) -> np.ndarray:
         """Per broker id in ``ids``: how many ranges of ``namespace`` it serves (0 when unknown)."""
-        return np.array([len(self.bundle_ranges.get(b, {}).get(namespace, ())) for b in ids], dtype=np.int64)
+        snap = self._snap
+        if snap is not None and (ids is snap.ids or ids == snap.ids):
+            if self._ns_counts is None:
+                self._ns_counts = snap.counts()
+                for broker, ns, _ in self._added:
+                    k = snap.pos.get(broker)
+                    if k is not None:
+                        counts = self._ns_counts.get(ns)
+                        if counts is None:
+                            counts = self._ns_counts[ns] = np.zeros(len(snap.ids), dtype=np.int64)
+                        counts[k] += 1
+            got = self._ns_counts.get(namespace)
+            return got.copy() if got is not None else np.zeros(len(ids), dtype=np.int64)
+        ranges = self.bundle_ranges
+        return np.array([len(ranges.get(b, {}).get(namespace, ())) for b in ids], dtype=np.int64)
 
     def get_state(self, ld: LoadData | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -115,6 +235,7 @@ class LeaderState:
             for bundle in bundles:
                 j = _ensure_bundle_data(ld, bundle)
                 ld.bundles.preallocated_to[j] = row
+        invalidate_derived(ld, "prealloc")
         for bundle, broker in (state.get("preallocatedBundleToBroker") or {}).items():
             if ld.brokers.index(broker) >= 0:
                 ld.preallocated_bundle_to_broker[str(bundle)] = str(broker)
@@ -123,10 +244,13 @@ class LeaderState:
 def _ensure_bundle_data(ld: LoadData, bundle: str) -> int:
     """``loadData.getBundleData().computeIfAbsent(bundle, getBundleDataOrDefault)``: the bundle's row, with
     default BundleData (50 msg/s and 50000 B/s in and out, no samples) when the leader had none."""
-    row = int(insert_bundles(ld, [bundle])[0])
+    row = ld.bundles.index(bundle)
+    if row < 0:
+        row = int(insert_bundles(ld, [bundle])[0])
     b = ld.bundles
     if not b.has_bundle_data[row]:
         b.has_bundle_data[row] = True  # rows start at the default message data with 0 samples
+        invalidate_derived(ld, "bundle")
     return row
 
 
@@ -134,14 +258,8 @@ def _ensure_bundle_data(ld: LoadData, bundle: str) -> int:
 def filter_brokers_with_large_topic_count(ld: LoadData, candidates: np.ndarray, max_topics: int) -> np.ndarray:
     """``LoadManagerShared.filterBrokersWithLargeTopicCount``: keep brokers whose reported topics plus the topics
     of their preallocated bundles are at most ``loadBalancerBrokerMaxTopics``; keep all if none would remain."""
-    b = ld.bundles
-    pre = np.zeros(len(ld.brokers), dtype=np.int64)
-    rows = np.flatnonzero(b.preallocated_to >= 0)
-    if rows.size:
-        np.add.at(pre, b.preallocated_to[rows], b.bundle_topics[rows])
-    total = pre + np.asarray(ld.brokers.num_topics, dtype=np.int64)
-    kept = candidates & (total <= max_topics)
-    return kept if kept.any() else candidates
+    kept = candidates & (preallocation_sums(ld).total_topics <= max_topics)
+    return kept if kept.nonzero()[0].size else candidates
 
 
 def remove_most_servicing_brokers_for_namespace(
@@ -149,20 +267,23 @@ def remove_most_servicing_brokers_for_namespace(
 ) -> np.ndarray:
     """``LoadManagerShared.removeMostServicingBrokersForNamespace``: drop candidates serving more bundles of the
     bundle's namespace (reported + preallocated) than the least-serving candidate."""
-    if not candidates.any():
-        return candidates
     ns, _ = split_bundle_name(bundle)
     counts = leader.namespace_bundle_counts(ns, ids)
-    least = counts[candidates].min()
-    return candidates & (counts <= least)
+    among = counts[candidates]
+    if among.size == 0:  # no candidate
+        return candidates
+    return candidates & (counts <= among.min())
 
 
 def broker_load_manager_class_filter(ld: LoadData, candidates: np.ndarray, conf: PulsarConfig) -> np.ndarray:
     """``BrokerLoadManagerClassFilter``: remove brokers whose ``loadManagerClassName`` differs from this broker's
     (``Objects.equals``: a report without the field is removed)."""
-    name = conf["loadManagerClassName"]
-    same = np.array([c == name for c in ld.brokers.load_manager_class_name], dtype=bool)
-    return candidates & same
+
+    def compute() -> np.ndarray:
+        name = conf["loadManagerClassName"]
+        return np.array([c == name for c in ld.brokers.load_manager_class_name], dtype=bool)
+
+    return candidates & cached(ld, "broker", "same_class", compute, conf)
 
 
 class BrokerFilterError(Exception):
@@ -187,6 +308,11 @@ def parse_semver(text: str | None) -> tuple[Any, ...]:
     """``Version.valueOf`` (jsemver): (major, minor, patch, pre-release key, build key); raises on a bad string."""
     if not text:
         raise BrokerFilterError("no version string in load report")
+    return _parse_semver(text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_semver(text: str) -> tuple[Any, ...]:
     m = _SEMVER.match(text)
     if m is None:
         raise BrokerFilterError(f"invalid version string {text!r}")
@@ -234,47 +360,167 @@ def select_broker_detailed(
     non_persistent: bool = False,
 ) -> Placement:
     """``ModularLoadManagerImpl.selectBroker`` ([M]); see :func:`select_broker`."""
-    _ensure_bundle_data(ld, bundle)
-    br = ld.brokers
-    ns, _ = split_bundle_name(bundle)
-    avail = np.ones(len(br), dtype=bool) if available is None else np.asarray(available, dtype=bool)
+    if "_derived" in ld.__dict__:  # inside a derived_cache block already
+        return selection(ld, conf, placement, leader, policies, available, non_persistent).select(bundle, rng)
+    with derived_cache(ld):
+        return selection(ld, conf, placement, leader, policies, available, non_persistent).select(bundle, rng)
 
-    def policy_set() -> np.ndarray:
-        return policies.apply_namespace_policies(ns, br, avail, non_persistent=non_persistent)
 
-    cand = policy_set()
-    cand = filter_brokers_with_large_topic_count(ld, cand, int(conf["loadBalancerBrokerMaxTopics"]))
-    cand = policies.filter_anti_affinity_group_owned_brokers(ns, br, cand, leader.bundle_ranges)
-    profile = profile_for(conf["pulsarVersion"])
-    even = conf["loadBalancerDistributeBundlesEvenlyEnabled"] or ns == SYSTEM_NAMESPACE
-    if even or profile.name in _EVEN_SPREAD_ALWAYS_PROFILES:
-        cand = remove_most_servicing_brokers_for_namespace(bundle, br.ids, cand, leader)
-    try:
-        if profile.name in _CLASS_FILTER_PROFILES:
-            cand = broker_load_manager_class_filter(ld, cand, conf)
-        cand = broker_version_filter(ld, cand, conf)
-    except BrokerFilterError:
-        cand = policy_set()  # "restore the list of brokers to the full set"
-    if not cand.any():
-        cand = policy_set()
-    rows = np.flatnonzero(cand)
-    result = Placement(None, candidates=int(rows.size))
-    if policies.is_shedding_excluded(ns):
-        row = leader.round_robin.select_broker(rows, bundle, ld, conf, rng)
-        result.round_robin = True
-    else:
-        row = placement.select_broker(rows, bundle, ld, conf, rng)
-    if row < 0:
+def selection(
+    ld: LoadData,
+    conf: PulsarConfig,
+    placement: ModularLoadManagerStrategy,
+    leader: LeaderState,
+    policies: NamespacePolicies,
+    available: np.ndarray | None = None,
+    non_persistent: bool = False,
+) -> "Selection":
+    """The :class:`Selection` for these arguments in the open ``derived_cache`` block on ``ld`` (one per distinct
+    set of arguments). Callers placing many bundles take it once and call :meth:`Selection.select` per bundle."""
+    avail_key = "" if available is None else np.asarray(available, dtype=bool).tobytes().hex()
+    return cached(
+        ld,
+        "broker",
+        ("selection", avail_key, non_persistent),
+        lambda: Selection(ld, conf, placement, leader, policies, available, non_persistent),
+        conf,
+        placement,
+        leader,
+        policies,
+    )
+
+
+class Selection:
+    """``selectBroker`` (:func:`select_broker`) for one set of arguments inside a ``derived_cache`` block: the
+    config switches, the load-manager-class mask and the overload-check usage are read once, and the candidate rows
+    of a namespace (everything before the strategy) are kept until the next preallocation or leader change."""
+
+    def __init__(
+        self,
+        ld: LoadData,
+        conf: PulsarConfig,
+        placement: ModularLoadManagerStrategy,
+        leader: LeaderState,
+        policies: NamespacePolicies,
+        available: np.ndarray | None,
+        non_persistent: bool,
+    ) -> None:
+        self.ld, self.conf, self.placement, self.leader, self.policies = ld, conf, placement, leader, policies
+        self.available = None if available is None else np.asarray(available, dtype=bool)
+        self.non_persistent = non_persistent
+        profile = profile_for(conf["pulsarVersion"])
+        self.max_topics = int(conf["loadBalancerBrokerMaxTopics"])
+        self.even = bool(conf["loadBalancerDistributeBundlesEvenlyEnabled"]) or (
+            profile.name in _EVEN_SPREAD_ALWAYS_PROFILES
+        )
+        self.same_class: np.ndarray | None = None
+        if profile.name in _CLASS_FILTER_PROFILES:  # broker_load_manager_class_filter
+            name = conf["loadManagerClassName"]
+            self.same_class = np.array([c == name for c in ld.brokers.load_manager_class_name], dtype=bool)
+        self.prefer_later = bool(conf["preferLaterVersions"])
+        self.threshold = conf.overload_threshold
+        self.usage = overload_usage(ld, conf).tolist()
+        cache = ld.__dict__["_derived"]
+        cache._refs[id(self)] = self  # memo keys below carry id(self)
+        self._cache = cache
+
+    def policy_set(self, ns: str) -> np.ndarray:
+        return namespace_policy_set(self.ld, self.policies, ns, self.available, self.non_persistent)
+
+    def select(self, bundle: str, rng: np.random.Generator) -> Placement:
+        """``selectBroker`` for ``bundle`` (no preallocation)."""
+        ld, cache = self.ld, self._cache
+        _ensure_bundle_data(ld, bundle)
+        if cache._brokers is not ld.brokers or cache._bundles is not ld.bundles:
+            cache.sync(ld)
+        ns = bundle.rpartition("/")[0]  # split_bundle_name
+        memo = cache.groups["prealloc"]
+        key = ("candidates", ns, self.leader._version, id(self))
+        rows = memo.get(key)
+        if rows is None:
+            rows = memo[key] = self.candidates(bundle, ns)
+        result = Placement(None, candidates=int(rows.size))
+        if self.policies.is_shedding_excluded(ns):
+            row = self.leader.round_robin.select_broker(rows, bundle, ld, self.conf, rng)
+            result.round_robin = True
+        else:
+            row = self.placement.select_broker(rows, bundle, ld, self.conf, rng)
+        if row < 0:
+            return result
+        if self.usage[row] > self.threshold:
+            # "All brokers that were in the filtered list were overloaded, so check if there is a better broker"
+            again = self.placement.select_broker(self.policy_set(ns).nonzero()[0], bundle, ld, self.conf, rng)
+            result.overload_recheck = True
+            if again >= 0:
+                row = again
+        result.broker = ld.brokers.ids[row]
         return result
-    usage = overload_check_usage(br.usage[row : row + 1], br.limit[row : row + 1], conf)[0]
-    if usage > conf.overload_threshold:
-        # "All brokers that were in the filtered list were overloaded, so check if there is a better broker"
-        again = placement.select_broker(np.flatnonzero(policy_set()), bundle, ld, conf, rng)
-        result.overload_recheck = True
-        if again >= 0:
-            row = again
-    result.broker = br.ids[row]
-    return result
+
+    def assign(self, bundle: str, rng: np.random.Generator) -> str | None:
+        """``selectBrokerForAssignment`` (:func:`select_broker_for_assignment`) for ``bundle``."""
+        ld = self.ld
+        known = ld.preallocated_bundle_to_broker.get(bundle)
+        if known is not None:
+            return known
+        broker = self.select(bundle, rng).broker
+        if broker is not None:
+            preallocate_bundle(ld, self.leader, bundle, broker)
+        return broker
+
+    def candidates(self, bundle: str, ns: str) -> np.ndarray:
+        """The candidate broker rows before the strategy (see :func:`select_broker`)."""
+        ld, leader, policies = self.ld, self.leader, self.policies
+        br = ld.brokers
+        cand = self.policy_set(ns)
+        cand = filter_brokers_with_large_topic_count(ld, cand, self.max_topics)
+        if policies.anti_affinity_group(ns) is not None:  # without a group the filter keeps every candidate
+            cand = policies.filter_anti_affinity_group_owned_brokers(ns, br, cand, leader.bundle_ranges)
+        if self.even or ns == SYSTEM_NAMESPACE:
+            cand = remove_most_servicing_brokers_for_namespace(bundle, br.ids, cand, leader)
+        try:
+            if self.same_class is not None:
+                cand = cand & self.same_class
+            if self.prefer_later:
+                cand = broker_version_filter(ld, cand, self.conf)
+        except BrokerFilterError:
+            cand = self.policy_set(ns)  # "restore the list of brokers to the full set"
+        rows = cand.nonzero()[0]
+        if rows.size == 0:
+            rows = self.policy_set(ns).nonzero()[0]
+        return rows
+
+
+def namespace_policy_set(
+    ld: LoadData,
+    policies: NamespacePolicies,
+    ns: str,
+    available: np.ndarray | None = None,
+    non_persistent: bool = False,
+) -> np.ndarray:
+    """``policies.apply_namespace_policies`` over the available brokers (all when ``available`` is None); it depends
+    only on the namespace, the broker set and the available brokers, so a ``derived_cache`` block keeps it."""
+    br = ld.brokers
+    if available is None:
+        key = ("policy_set", ns, non_persistent, "")
+
+        def compute() -> np.ndarray:
+            every = cached(ld, "broker", "all_available", lambda: np.ones(len(br), dtype=bool))
+            return policies.apply_namespace_policies(ns, br, every, non_persistent=non_persistent)
+
+    else:
+        avail = np.asarray(available, dtype=bool)
+        key = ("policy_set", ns, non_persistent, avail.tobytes().hex())
+
+        def compute() -> np.ndarray:
+            return policies.apply_namespace_policies(ns, br, avail, non_persistent=non_persistent)
+
+    return cached(ld, "broker", key, compute, policies)
+
+
+def overload_usage(ld: LoadData, conf: PulsarConfig) -> np.ndarray:
+    """``resource_usage.overload_check_usage`` per broker row (cached inside a ``derived_cache`` block)."""
+    br = ld.brokers
+    return cached(ld, "broker", "overload_usage", lambda: overload_check_usage(br.usage, br.limit, conf), conf)
 
 
 def select_broker(
@@ -307,7 +553,9 @@ def preallocate_bundle(ld: LoadData, leader: LeaderState, bundle: str, broker: s
     """``ModularLoadManagerImpl.preallocateBundle``: record ``bundle`` in ``broker``'s preallocatedBundleData, in
     ``preallocatedBundleToBroker`` and in ``brokerToNamespaceToBundleRange``."""
     row = _ensure_bundle_data(ld, bundle)
+    old = int(ld.bundles.preallocated_to[row])
     ld.bundles.preallocated_to[row] = ld.brokers.index(broker)
+    note_preallocation(ld, row, old)
     ld.preallocated_bundle_to_broker[bundle] = broker
     leader.add(broker, bundle)
 
@@ -326,13 +574,8 @@ def select_broker_for_assignment(
 ) -> str | None:
     """``ModularLoadManagerImpl.selectBrokerForAssignment``: the cached ``preallocatedBundleToBroker`` decision if
     any, else :func:`select_broker` followed by :func:`preallocate_bundle`."""
-    cached = ld.preallocated_bundle_to_broker.get(bundle)
-    if cached is not None:
-        return cached
-    broker = select_broker(bundle, ld, conf, placement, leader, policies, rng, available, non_persistent=non_persistent)
-    if broker is not None:
-        preallocate_bundle(ld, leader, bundle, broker)
-    return broker
+    with derived_cache(ld):
+        return selection(ld, conf, placement, leader, policies, available, non_persistent).assign(bundle, rng)
 
 
 # --- preallocation clean-up (updateBundleData / reapDeadBrokerPreallocations) ----------------
@@ -356,6 +599,7 @@ def clear_preallocations(ld: LoadData, leader_owned: Collection[str] | None = No
         owned = set(leader_owned)
         drop |= np.array([b.names[r] not in owned for r in rows], dtype=bool)
     b.preallocated_to[rows[drop]] = -1
+    invalidate_derived(ld, "prealloc")
 
 
 def reap_dead_broker_preallocations(ld: LoadData, alive: Iterable[str]) -> None:

@@ -27,6 +27,7 @@ from lbreplay.kernel.load_data import Brokers
 DEFAULT_DOMAIN = "default"
 # MinAvailablePolicy.MAX_USAGE_THRESHOLD
 MAX_USAGE_THRESHOLD = 100
+_UNSET = object()
 
 BrokerNamespaceRanges = Mapping[str, Mapping[str, Collection[str]]]
 """``brokerToNamespaceToBundleRange``: broker id -> namespace -> bundle ranges (reported + preallocated)."""
@@ -247,10 +248,15 @@ class NamespacePolicies:
         return out
 
     # --- applyNamespacePolicies ---------------------------------------------------------------
-    def _host_masks(self, namespace: str, brokers: Brokers) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(primary, secondary, shared) host-match masks over broker rows, cached per (namespace, broker ids)."""
+    def _host_masks(
+        self, namespace: str, brokers: Brokers, policy: object = _UNSET
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(primary, secondary, shared) host-match masks over broker rows, cached per (namespace, broker ids).
+
+        ``policy``: ``policy_for(namespace)`` when the caller has it already."""
         ids = tuple(brokers.ids)
-        pol = self.policy_for(namespace)
+        pol = self.policy_for(namespace) if policy is _UNSET else policy
+        assert pol is None or isinstance(pol, IsolationPolicy)  # for the type checker
         key = (pol.name if pol is not None else "", pol is not None, ids)
         hit = self._mask_cache.get(key)
         if hit is not None:
@@ -293,8 +299,8 @@ class NamespacePolicies:
         """
         del usage  # see docstring: shouldFailover(int) ignores broker usage
         avail = np.asarray(candidate_mask, dtype=bool)
-        primary, secondary, shared = self._host_masks(namespace, brokers)
         pol = self.policy_for(namespace)
+        primary, secondary, shared = self._host_masks(namespace, brokers, pol)
         if pol is not None:
             prim = avail & primary
             if pol.should_failover(int(prim.sum())):

@@ -13,34 +13,36 @@ from lbreplay.kernel.version_profile import profile_for
 RESOURCES: tuple[str, ...] = ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut")
 CPU, MEMORY, DIRECT_MEMORY, BANDWIDTH_IN, BANDWIDTH_OUT = range(5)
 _HUNDRED = np.float32(100.0)
+_ONE = np.float32(1.0)
+_ZERO = np.float32(0.0)
+# Columns of the max: 4-arg form (no memory) since 3.0, 5-arg form up to 2.11 (#19559).
+_COLS_4 = np.array([CPU, DIRECT_MEMORY, BANDWIDTH_IN, BANDWIDTH_OUT])
+_COLS_5 = np.array([CPU, MEMORY, DIRECT_MEMORY, BANDWIDTH_IN, BANDWIDTH_OUT])
 
 
 def percent_usage(usage: np.ndarray, limit: np.ndarray) -> np.ndarray:
     """``ResourceUsage.percentUsage()``: float32 ``usage/limit*100``; 0 where ``limit <= 0``."""
     u = np.asarray(usage, dtype=np.float32)
     lim = np.asarray(limit, dtype=np.float32)
+    positive = lim > 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        p = np.where(lim > 0, u / np.where(lim > 0, lim, np.float32(1)), np.float32(0)).astype(np.float32)
-    return (p * _HUNDRED).astype(np.float32)
+        p = np.where(positive, u / np.where(positive, lim, _ONE), _ZERO)  # float32 throughout
+    return p * _HUNDRED
 
 
 def max_resource_usage(usage: np.ndarray, limit: np.ndarray, conf: PulsarConfig) -> np.ndarray:
     """``LocalBrokerData.getMaxResourceUsage()`` (float32 / 100) per broker; memory only up to 2.11 (#19559)."""
     pct = percent_usage(usage, limit)
-    cols = [CPU, DIRECT_MEMORY, BANDWIDTH_IN, BANDWIDTH_OUT]
-    if profile_for(conf["pulsarVersion"]).max_usage_includes_memory:
-        cols.insert(1, MEMORY)
-    return (pct[:, cols].max(axis=1) / _HUNDRED).astype(np.float32).astype(np.float64)
+    cols = _COLS_5 if profile_for(conf["pulsarVersion"]).max_usage_includes_memory else _COLS_4
+    return (pct[:, cols].max(axis=1) / _HUNDRED).astype(np.float64)
 
 
 def weighted_max_usage(usage: np.ndarray, limit: np.ndarray, conf: PulsarConfig) -> np.ndarray:
     """``getMaxResourceUsageWithWeight`` (double): 4-arg form since 3.0, 5-arg (with memory) up to 2.11."""
-    pct = percent_usage(usage, limit).astype(np.float64)
-    w = np.asarray(conf.resource_weights(), dtype=np.float64)
-    cols = [CPU, DIRECT_MEMORY, BANDWIDTH_IN, BANDWIDTH_OUT]
-    if profile_for(conf["pulsarVersion"]).weighted_max_includes_memory:
-        cols.insert(1, MEMORY)
-    return (pct[:, cols] * w[cols]).max(axis=1) / 100.0
+    cols = _COLS_5 if profile_for(conf["pulsarVersion"]).weighted_max_includes_memory else _COLS_4
+    pct = percent_usage(usage, limit)[:, cols].astype(np.float64)
+    w = np.asarray(conf.resource_weights(), dtype=np.float64)[cols]
+    return (pct * w).max(axis=1) / 100.0
 
 
 def overload_check_usage(usage: np.ndarray, limit: np.ndarray, conf: PulsarConfig) -> np.ndarray:

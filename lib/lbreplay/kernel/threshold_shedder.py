@@ -167,13 +167,9 @@ class ThresholdShedder:
     def _unloads(
         ld: LoadData, broker: int, picked: np.ndarray, vals: np.ndarray, reason: str, details: dict[str, float]
     ) -> list[Unload]:
+        source, names, loads = ld.brokers.ids[broker], ld.bundles.names, vals.tolist()
         return [
-            Unload(
-                broker=ld.brokers.ids[broker],
-                bundle=ld.bundles.names[row],
-                reason=reason,
-                details={**details, "bundleLoad": float(vals[k])},
-            )
+            Unload(broker=source, bundle=names[row], reason=reason, details={**details, "bundleLoad": loads[k]})
             for k, row in enumerate(picked.tolist())
         ]
 

@@ -42,6 +42,11 @@ class RunSpec:
     config: dict[str, Any]  # Pulsar keys as given by the user (resolved inside)
     seed: int = 0
     replay: dict[str, Any] = field(default_factory=dict)
+    # A slice of the ticks (audit mode runs slices in parallel): outputs for [tick_start, tick_end), after
+    # replaying ``warmup`` earlier ticks to rebuild the strategies' state (EWMA, hit counts, bundle averages).
+    tick_start: int = 0
+    tick_end: int | None = None
+    warmup: int = 0
 
 
 @dataclass
@@ -68,6 +73,7 @@ class ObservedTick:
     bundle_owner: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
     bundle_values: np.ndarray = field(default_factory=lambda: np.zeros((0, 6)))
     topic_values: np.ndarray | None = None  # (T, 6) aligned with StaticInputs.topic_positions
+    last_update: np.ndarray | None = None  # (B,) ms of each broker's report (LocalBrokerData.lastUpdate)
 
 
 @dataclass
@@ -192,6 +198,7 @@ class Replay:
         self.last_quota_ms: int | None = None
         self.leader = None  # kernel LeaderState, created lazily
         self.seq = 0
+        self.seen_last_update = np.full(nb, -1, dtype=np.int64)
         self.open_intervals: dict[str, tuple[int, int, int]] = {}  # bundle -> (broker, from_tick, from_ts)
 
     # ---------------------------------------------------------------- helpers
@@ -308,7 +315,12 @@ class Replay:
         write = alive & need_broker_data_update(self.w_ms, obs.ts_ms, self.w_rate, rate, self.w_thr, thr,
                                                 self.w_nb, num_bundles, self.w_max, cmp_usage, conf)
         if not self.closed_loop:
-            write = alive.copy()  # the observed table already holds what the leader saw
+            # the observed table holds what the leader saw: a report was written when lastUpdate changed
+            if obs.last_update is not None:
+                write = alive & (obs.last_update != self.seen_last_update)
+                self.seen_last_update = np.where(alive, obs.last_update, self.seen_last_update)
+            else:
+                write = alive.copy()
         w = np.flatnonzero(write)
         self.w_ms[w] = obs.ts_ms
         self.w_rate[w], self.w_thr[w], self.w_nb[w], self.w_max[w] = rate[w], thr[w], num_bundles[w], cmp_usage[w]

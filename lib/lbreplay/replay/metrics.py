@@ -97,18 +97,12 @@ class RunMetrics:
             self.pending_over = keep
 
     def rows(self) -> list[tuple[str, float]]:
-        def stats(name: str, xs: list[float]) -> list[tuple[str, float]]:
-            if not xs:
-                return [(f"{name}_mean", 0.0), (f"{name}_p95", 0.0), (f"{name}_final", 0.0)]
-            arr = np.array(xs)
-            return [(f"{name}_mean", float(arr.mean())), (f"{name}_p95", float(np.percentile(arr, 95))),
-                    (f"{name}_final", float(arr[-1]))]
-
+        """The sequential metrics (counts, moves, ping-pong, over-placement, time to balance, calibration);
+        additive across tick slices. The distribution metrics come from ``distribution_rows`` / Spark."""
         for ts, _ in self.open_events:  # never balanced again: count until the end
             self.balance_minutes.append((self.last_ts - ts) / 60_000)
         self.open_events = []
         out = [
-            ("ticks", float(self.ticks)),
             ("unloads", float(self.counts["UNLOAD"] + self.counts["TRANSFER"])),
             ("transfers", float(self.counts["TRANSFER"])),
             ("splits", float(self.counts["SPLIT"])),
@@ -117,9 +111,21 @@ class RunMetrics:
             ("throughput_moved", self.moved_throughput),
             ("ping_pong_moves", float(self.counts["ping_pong_moves"])),
             ("over_placement_events", float(self.over_placement)),
-            ("time_to_balance_minutes", float(np.mean(self.balance_minutes)) if self.balance_minutes else 0.0),
+            ("time_to_balance_minutes_total", float(np.sum(self.balance_minutes)) if self.balance_minutes else 0.0),
             ("cluster_events", float(len(self.balance_minutes))),
-            ("calibration_mape", self.cal_err_sum / self.cal_err_n if self.cal_err_n else float("nan")),
+            ("calibration_error_total", self.cal_err_sum),
+            ("calibration_ticks", float(self.cal_err_n)),
         ]
-        out += stats("load_std", self.std) + stats("load_spread", self.spread) + stats("load_max_over_mean", self.ratio)
         return out
+
+    def distribution_rows(self) -> list[tuple[str, float]]:
+        """Spread/std mean, p95, final over this object's ticks (Spark computes the same over broker_ticks)."""
+
+        def stats(name: str, xs: list[float]) -> list[tuple[str, float]]:
+            if not xs:
+                return [(f"{name}_mean", 0.0), (f"{name}_p95", 0.0), (f"{name}_final", 0.0)]
+            arr = np.array(xs)
+            return [(f"{name}_mean", float(arr.mean())), (f"{name}_p95", float(np.percentile(arr, 95))),
+                    (f"{name}_final", float(arr[-1]))]
+
+        return stats("load_std", self.std) + stats("load_spread", self.spread) + stats("load_max_over_mean", self.ratio)

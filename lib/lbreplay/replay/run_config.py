@@ -21,6 +21,7 @@ REPLAY_KEYS: dict[str, Any] = {
     "seed": 0,
     "loadModel": "calibrated",  # the per-broker least-squares model of lbreplay.replay.load_model
     "reportStaleness": "pulsar",  # Pulsar's 10 % / 15 min report write rule
+    "warmupTicks": 120,  # audit mode: ticks replayed before each parallel slice to rebuild strategy state
 }
 TOP_KEYS = {"pulsar", "replay", "grid", "name", "description"}
 

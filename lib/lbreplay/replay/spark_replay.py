@@ -33,6 +33,9 @@ from lbreplay.replay.load_model import Calibration
 
 RES = ("cpu", "memory", "direct_memory", "bandwidth_in", "bandwidth_out")
 BATCH_TICKS = 16
+# Audit slices replay this many ticks before their own to rebuild strategy state (EWMA h=0.9 keeps 0.9**120
+# = 3e-6 of its start; bundle averages take one sample per report write, so they saturate far sooner).
+AUDIT_WARMUP_TICKS = 120
 
 
 def _progress(quiet: bool, msg: str) -> None:
@@ -98,9 +101,10 @@ def broker_stream(broker_load: Any, broker_index: Any) -> Any:
     """One row per tick: broker rows (sorted by broker index) as parallel arrays."""
     from pyspark.sql import functions as F
 
-    fields = ["b_idx"] + [f"{r}_{k}" for r in RES for k in ("usage", "limit")]
+    fields = ["b_idx"] + [f"{r}_{k}" for r in RES for k in ("usage", "limit")] + ["last_update_ms"]
     s = F.sort_array(F.collect_list(F.struct(*[F.col(f) for f in fields]))).alias("b")
-    agg = with_index(broker_load, broker_index, "broker", "b_idx").groupBy("ts").agg(s)
+    df = broker_load.withColumn("last_update_ms", (F.unix_micros(F.coalesce("last_update", "ts")) / 1000).cast("long"))
+    agg = with_index(df, broker_index, "broker", "b_idx").groupBy("ts").agg(s)
     return agg.select("ts", *[_field("b", f).alias(f) for f in fields])
 
 
@@ -222,6 +226,8 @@ def _ticks_from_stream(path: str, meta: dict[str, Any]) -> Iterator[ObservedTick
                 for k, res in enumerate(RES):
                     usage[b_idx, k] = np.nan_to_num(lst(f"{res}_usage"))
                     limit[b_idx, k] = np.nan_to_num(lst(f"{res}_limit"))
+                last_update = np.full(nb, -1, dtype=np.int64)
+                last_update[b_idx] = lst("last_update_ms", np.int64)
                 names = cols["u_name"][r].values.to_pylist() if cols["u_name"][r].is_valid else []
                 uv = np.column_stack([np.nan_to_num(lst(c)) for c in
                                       ("u_thr_in", "u_thr_out", "u_rate_in", "u_rate_out", "u_sessions", "u_topics")]) \
@@ -235,7 +241,7 @@ def _ticks_from_stream(path: str, meta: dict[str, Any]) -> Iterator[ObservedTick
                     topic_values[t_idx, 5] = 1.0
                 yield ObservedTick(tick, int(cols["ts_ms"][r].as_py()), alive, usage, limit,
                                    bundle_names=names, bundle_owner=lst("u_owner", np.int32), bundle_values=uv,
-                                   topic_values=topic_values)
+                                   topic_values=topic_values, last_update=last_update)
                 tick += 1
 
 
@@ -273,8 +279,15 @@ def run_partition(meta: dict[str, Any], policies_json: dict[str, Any] | None) ->
                 metrics = RunMetrics(replay.conf["loadBalancerSheddingGracePeriodMinutes"])
                 rows: list[tuple[str, str, str]] = []
                 ticks = 0
+                first = max(0, spec.tick_start - spec.warmup)
                 for obs in _ticks_from_stream(meta["stream"], meta):
+                    if obs.tick < first:
+                        continue
+                    if spec.tick_end is not None and obs.tick >= spec.tick_end:
+                        break
                     res = replay.step(obs)
+                    if obs.tick < spec.tick_start:
+                        continue  # warm-up: rebuild the strategies' state, emit nothing
                     ticks += 1
                     lay = replay.layout
                     thr = {}
@@ -292,15 +305,21 @@ def run_partition(meta: dict[str, Any], policies_json: dict[str, Any] | None) ->
                         rows.append((spec.run_id, "decisions", json.dumps([
                             d.tick, d.ts_ms, d.seq, d.action, d.bundle, d.source_broker, d.target_broker,
                             d.child_bundles, d.strategy, d.reason, {k: _num(v) for k, v in d.details.items()}])))
-                    for iv in res.closed:
-                        rows.append((spec.run_id, "ownership", json.dumps(_interval(iv))))
+                    if spec.mode != "observed":
+                        for iv in res.closed:
+                            rows.append((spec.run_id, "ownership", json.dumps(_interval(iv))))
                     if len(rows) >= 20000:
                         yield pd.DataFrame(rows, columns=["run_id", "kind", "payload"])
                         rows = []
-                for iv in replay.finish():
-                    rows.append((spec.run_id, "ownership", json.dumps(_interval(iv))))
+                if spec.mode != "observed":
+                    for iv in replay.finish():
+                        rows.append((spec.run_id, "ownership", json.dumps(_interval(iv))))
                 for name, value in metrics.rows():
                     rows.append((spec.run_id, "run_metrics", json.dumps([name, _num(value)])))
+                import resource
+
+                peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # this worker's peak RSS
+                rows.append((spec.run_id, "run_metrics", json.dumps(["task_peak_rss_mb", peak_mb])))
                 rows.append((spec.run_id, "ticks", json.dumps([ticks])))
                 yield pd.DataFrame(rows, columns=["run_id", "kind", "payload"])
 
@@ -318,7 +337,75 @@ def _interval(iv: Any) -> list[Any]:
 
 
 # --------------------------------------------------------------------------------------------- outputs
-def write_outputs(spark: Any, lake: str, cluster: str, raw: Any, runs: list[dict[str, Any]]) -> None:
+def combine_metrics(seq_metrics: Any, broker_ticks: Any) -> Any:
+    """run_metrics: the tasks' additive metrics summed over tick slices, plus the load distribution over time
+    (std, max-min spread and max/mean of the weighted max usage over alive brokers per tick; mean, p95, final)
+    computed from ``broker_ticks``: DataFrame -> DataFrame."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    summed = seq_metrics.groupBy("run_id", "metric").agg(
+        F.when(F.col("metric") == "task_peak_rss_mb", F.max("value")).otherwise(F.sum("value")).alias("value"))
+    wide = summed.groupBy("run_id").pivot("metric", ["time_to_balance_minutes_total", "cluster_events",
+                                                     "calibration_error_total", "calibration_ticks"]).agg(F.first("value"))
+    derived = wide.select(
+        "run_id",
+        F.when(F.col("cluster_events") > 0, F.col("time_to_balance_minutes_total") / F.col("cluster_events"))
+        .otherwise(F.lit(0.0)).alias("time_to_balance_minutes"),
+        F.when(F.col("calibration_ticks") > 0, F.col("calibration_error_total") / F.col("calibration_ticks"))
+        .otherwise(F.lit(None).cast("double")).alias("calibration_mape"),
+    )
+    derived = derived.select("run_id", F.expr(
+        "stack(2, 'time_to_balance_minutes', time_to_balance_minutes, 'calibration_mape', calibration_mape)"
+    ).alias("metric", "value"))
+    per_tick = broker_ticks.where("alive").groupBy("run_id", "tick").agg(
+        F.stddev_pop("weighted_max_usage").alias("load_std"),
+        (F.max("weighted_max_usage") - F.min("weighted_max_usage")).alias("load_spread"),
+        F.when(F.avg("weighted_max_usage") > 0, F.max("weighted_max_usage") / F.avg("weighted_max_usage"))
+        .otherwise(F.lit(1.0)).alias("load_max_over_mean"),
+    )
+    last = Window.partitionBy("run_id").orderBy(F.col("tick").desc())
+    finals = per_tick.withColumn("rn", F.row_number().over(last)).where("rn = 1")
+    parts = [summed.where(~F.col("metric").isin("time_to_balance_minutes_total", "calibration_error_total",
+                                                 "calibration_ticks")), derived]
+    for name in ("load_std", "load_spread", "load_max_over_mean"):
+        agg = per_tick.groupBy("run_id").agg(F.avg(name).alias("mean"), F.expr(f"percentile({name}, 0.95)").alias("p95"))
+        parts.append(agg.select("run_id", F.lit(f"{name}_mean").alias("metric"), F.col("mean").alias("value")))
+        parts.append(agg.select("run_id", F.lit(f"{name}_p95").alias("metric"), F.col("p95").alias("value")))
+        parts.append(finals.select("run_id", F.lit(f"{name}_final").alias("metric"), F.col(name).alias("value")))
+    ticks = per_tick.groupBy("run_id").agg(F.count(F.lit(1)).cast("double").alias("value"))
+    parts.append(ticks.select("run_id", F.lit("ticks").alias("metric"), "value"))
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.unionByName(p)
+    return out
+
+
+def observed_ownership(bundle_load: Any, cluster: str) -> Any:
+    """Observed ownership as intervals (gaps and islands over the tick sequence of ``bundle_load``):
+    DataFrame -> DataFrame with the ``ownership`` columns minus ``run_id``."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    ticks = bundle_load.select("ts").distinct().withColumn("tick", F.row_number().over(Window.orderBy("ts")) - 1)
+    rows = bundle_load.join(ticks, "ts").select("bundle", "namespace", "range_lower", "range_upper", "broker", "tick", "ts")
+    w = Window.partitionBy("bundle").orderBy("tick")
+    rows = rows.withColumn("prev_broker", F.lag("broker").over(w)).withColumn("prev_tick", F.lag("tick").over(w))
+    rows = rows.withColumn("new_island", (F.col("prev_broker").isNull() | (F.col("prev_broker") != F.col("broker"))
+                                          | (F.col("prev_tick") != F.col("tick") - 1)).cast("int"))
+    rows = rows.withColumn("island", F.sum("new_island").over(w.rowsBetween(Window.unboundedPreceding, 0)))
+    last_tick = ticks.agg(F.max("tick").alias("last")).first()["last"]
+    isl = rows.groupBy("bundle", "namespace", "range_lower", "range_upper", "broker", "island").agg(
+        F.min("tick").alias("from_tick"), F.max("tick").alias("last_tick"), F.min("ts").alias("from_ts"))
+    nxt = ticks.select(F.col("tick").alias("to_tick_j"), F.col("ts").alias("to_ts"))
+    isl = isl.withColumn("to_tick", F.when(F.col("last_tick") < last_tick, F.col("last_tick") + 1))
+    isl = isl.join(nxt, isl["to_tick"] == nxt["to_tick_j"], "left")
+    return isl.select(F.lit(cluster).alias("cluster"), "bundle", "namespace", "range_lower", "range_upper", "broker",
+                      F.col("from_tick").cast("bigint"), F.col("to_tick").cast("bigint"), "from_ts", "to_ts")
+
+
+def write_outputs(spark: Any, lake: str, cluster: str, raw: Any, runs: list[dict[str, Any]],
+                  observed_ownership: Any = None) -> None:
     from pyspark.sql import functions as F
 
     ids = [r["run_id"] for r in runs]
@@ -339,6 +426,10 @@ def write_outputs(spark: Any, lake: str, cluster: str, raw: Any, runs: list[dict
         ("tick", "BIGINT"), ("ts_ms", "BIGINT"), ("seq", "BIGINT"), ("action", "STRING"), ("bundle", "STRING"),
         ("source_broker", "STRING"), ("target_broker", "STRING"), ("child_bundles", "ARRAY<STRING>"),
         ("strategy", "STRING"), ("reason", "STRING"), ("details", "MAP<STRING,DOUBLE>")])
+    # audit slices number their decisions from 1 each: renumber per run in (tick, seq) order
+    from pyspark.sql import Window
+
+    dec = dec.withColumn("seq", F.row_number().over(Window.partitionBy("run_id").orderBy("tick", "seq")).cast("bigint"))
     dec = dec.select("run_id", F.lit(cluster).alias("cluster"), "tick", ms("ts_ms").alias("ts"), "seq", "action",
                      "bundle", "source_broker", "target_broker", "child_bundles", "strategy", "reason", "details")
     own = _json_array_struct(raw, "ownership", [
@@ -347,10 +438,17 @@ def write_outputs(spark: Any, lake: str, cluster: str, raw: Any, runs: list[dict
         ("to_ts_ms", "BIGINT")])
     own = own.select("run_id", F.lit(cluster).alias("cluster"), "bundle", "namespace", "range_lower", "range_upper",
                      "broker", "from_tick", "to_tick", ms("from_ts_ms").alias("from_ts"), ms("to_ts_ms").alias("to_ts"))
-    met = _json_array_struct(raw, "run_metrics", [("metric", "STRING"), ("value", "DOUBLE")])
+    observed = [r["run_id"] for r in runs if r["mode"] == "observed"]
+    if observed and observed_ownership is not None:
+        own = own.unionByName(observed_ownership.crossJoin(
+            spark.createDataFrame([(i,) for i in observed], "run_id STRING")).select(*own.columns))
+    seq_metrics = _json_array_struct(raw, "run_metrics", [("metric", "STRING"), ("value", "DOUBLE")])
+    met = combine_metrics(seq_metrics, bt)
     for table, df in ((T.OWNERSHIP, own), (T.DECISIONS, dec), (T.BROKER_TICKS, bt), (T.RUN_METRICS, met)):
         T.replace_partitions(spark, lake, table, df, where)
-    ticks = {r["run_id"]: json.loads(r["payload"])[0] for r in raw.where(F.col("kind") == "ticks").collect()}
+    ticks: dict[str, int] = {}
+    for r in raw.where(F.col("kind") == "ticks").collect():
+        ticks[r["run_id"]] = ticks.get(r["run_id"], 0) + json.loads(r["payload"])[0]
     finished = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
     rows = [(r["run_id"], cluster, r["mode"], json.dumps(r["config"], sort_keys=True), int(r["seed"]),
              r["input_versions"], r["started_at"], finished, "succeeded", int(ticks.get(r["run_id"], 0)), __version__,
@@ -400,18 +498,40 @@ def execute(
                      "replay": replay, "input_versions": versions, "started_at": started})
     if len({r["run_id"] for r in runs}) != len(runs):
         raise UsageError("run ids must be unique within one call")
-    spec_rows = [(json.dumps(asdict(RunSpec(r["run_id"], cluster, r["mode"], r["config"], r["seed"], r["replay"]))),)
-                 for r in runs]
+    total_ticks = _stream_ticks(meta["stream"])
+    slices = max(1, int(spark.sparkContext.defaultParallelism))
+    spec_rows = []
+    for r in runs:
+        base = RunSpec(r["run_id"], cluster, r["mode"], r["config"], r["seed"], r["replay"])
+        if r["mode"] == "observed" and slices > 1 and total_ticks > 2 * slices:
+            # audit: no feedback, so tick slices run in parallel; each replays a warm-up before its slice
+            warmup = int(r["replay"].get("warmupTicks", AUDIT_WARMUP_TICKS))
+            bounds = np.linspace(0, total_ticks, slices + 1).astype(int)
+            for a, b in zip(bounds[:-1], bounds[1:]):
+                spec = RunSpec(**{**asdict(base), "tick_start": int(a), "tick_end": int(b), "warmup": warmup})
+                spec_rows.append((json.dumps(asdict(spec)),))
+        else:
+            spec_rows.append((json.dumps(asdict(base)),))
     policies = _policies_json(spark, lake, cluster, versions)
     rdd = spark.sparkContext.parallelize(spec_rows, numSlices=len(spec_rows))
     raw = spark.createDataFrame(rdd, "spec STRING").mapInPandas(run_partition(meta, policies), OUT_SCHEMA)
     staging = f"{lake}/_staging/{uuid.uuid4().hex}"
     raw.write.mode("overwrite").parquet(staging)
     _progress(quiet, f"replayed {len(runs)} run(s) in {time.time() - t0:.1f}s; writing tables")
-    write_outputs(spark, lake, cluster, spark.read.parquet(staging), runs)
+    obs_own = None
+    if any(r["mode"] == "observed" for r in runs):
+        obs_own = observed_ownership(read_pinned(spark, lake, "bundle_load", versions, cluster), cluster)
+    write_outputs(spark, lake, cluster, spark.read.parquet(staging), runs, obs_own)
     _rm(spark, staging)
     _progress(quiet, f"done in {time.time() - t0:.1f}s")
     return [r["run_id"] for r in runs]
+
+
+def _stream_ticks(path: str) -> int:
+    """Number of ticks in a prepared stream (Parquet footers only)."""
+    import pyarrow.dataset as ds
+
+    return int(ds.dataset(path, format="parquet").count_rows())
 
 
 def _policies_json(spark: Any, lake: str, cluster: str, versions: dict[str, int]) -> dict[str, Any] | None:
@@ -455,11 +575,15 @@ def replay_command(cluster: str, config: str | None, broker_conf: str | None, se
     print(ids[0])
 
 
-def sweep_command(cluster: str, grid: str, seed: int | None, lake: str, master: str | None, quiet: bool) -> None:
+def sweep_command(cluster: str, grid: str, seed: int | None, lake: str, master: str | None, quiet: bool,
+                  run_id_prefix: str | None = None) -> None:
+    """``lbreplay sweep``; with ``run_id_prefix`` the runs are ``<prefix>-01``, ``<prefix>-02`` … in grid order
+    (``expand_grid``'s order), so a scheduler can name them before they exist and re-runs replace them."""
     from lbreplay.replay.run_config import expand_grid
     from lbreplay.spark import get_spark, lake_path
 
     specs = expand_grid(grid)
+    run_ids = [f"{run_id_prefix}-{i:02d}" for i in range(1, len(specs) + 1)] if run_id_prefix else None
     spark = get_spark(lake, master=master)
-    for rid in execute(spark, lake_path(lake), cluster, specs, seed=seed, quiet=quiet):
+    for rid in execute(spark, lake_path(lake), cluster, specs, run_ids=run_ids, seed=seed, quiet=quiet):
         print(rid)

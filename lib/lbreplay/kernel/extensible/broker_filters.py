@@ -13,6 +13,7 @@ Error handling follows the two callers:
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Literal
 
@@ -32,9 +33,15 @@ def load_manager_class_filter(ctx: ExtensibleContext, conf: PulsarConfig, bundle
     carries no lookup data at all."""
     if ctx.load_manager_class_name is None or not cand.any():
         return cand
-    want = conf["loadManagerClassName"]
-    same = np.array([c == want for c in ctx.load_manager_class_name], dtype=bool)
-    return cand & same
+    return cand & _same_class(tuple(ctx.load_manager_class_name), conf["loadManagerClassName"])
+
+
+@functools.lru_cache(maxsize=64)
+def _same_class(names: tuple[str | None, ...], want: str) -> np.ndarray:
+    """Mask of ``names`` equal to ``want`` (read-only: shared between calls)."""
+    same = np.array([c == want for c in names], dtype=bool)
+    same.flags.writeable = False
+    return same
 
 
 def max_topic_count_filter(ctx: ExtensibleContext, conf: PulsarConfig, bundle: str, cand: np.ndarray) -> np.ndarray:

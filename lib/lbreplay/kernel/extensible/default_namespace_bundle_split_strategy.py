@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from lbreplay.kernel.bundle_split import SplitDecision, split_reasons, split_thresholds
+from lbreplay.kernel.bundle_split import _REASONS, NO_REASON, SplitDecision, split_reason_codes, split_thresholds
 from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.naming import can_split, format_range
 from lbreplay.kernel.split_algorithms import TopicStats, algorithm_by_name, child_names, split_boundaries
@@ -84,44 +84,75 @@ class DefaultNamespaceBundleSplitStrategy:
         lo = np.asarray(lower, dtype=np.int64)
         hi = np.asarray(upper, dtype=np.int64)
         tp = np.asarray(topics, dtype=np.int64)
+        sess = np.asarray(sessions)
+        rate = np.asarray(msg_rate)
+        thr = np.asarray(msg_throughput)
         max_bundles, max_topics, max_sessions, max_rate, max_bw = split_thresholds(conf)
-        reasons = split_reasons(
+        reasons = split_reason_codes(
             tp,
-            np.asarray(sessions, dtype=np.int64),
-            np.asarray(msg_rate, dtype=np.float64),
-            np.asarray(msg_throughput, dtype=np.float64),
+            np.asarray(sess, dtype=np.int64),
+            np.asarray(rate, dtype=np.float64),
+            np.asarray(thr, dtype=np.float64),
             max_topics,
             max_sessions,
             max_rate,
             max_bw,
         )
         splittable = np.asarray(can_split(lo, hi), dtype=bool).reshape(n)
-        rep = np.asarray(list(reporter), dtype=object)
-        owned = np.ones(n, dtype=bool) if owner is None else np.array([o is None or o == r for o, r in zip(owner, rep)])
+        rep = list(reporter)
+        owned = np.ones(n, dtype=bool) if owner is None else np.array(
+            [o is None or o == r for o, r in zip(owner, rep)], dtype=bool
+        )
         max_split = int(conf["loadBalancerMaxNumberOfBundlesToSplitPerCycle"])
         threshold = int(conf["loadBalancerNamespaceBundleSplitConditionHitCountThreshold"])
         algorithm = algorithm_by_name(conf["defaultNamespaceBundleSplitAlgorithm"], conf)
         # bundle -> range of the channel's Splitting entries (LoadManagerShared.getBundleRangeFromBundleName)
         splitting = sorted((b, b.rpartition("/")[2]) for b in set(splitting_bundles))
 
+        # Rows where the per-row step does something: a failure (can't split) or a condition hit; plus, below,
+        # rows whose bundle has a hit count to reset. Every other row leaves counters and decisions unchanged.
+        eligible = (tp >= 2) & owned
+        acting = eligible & (~splittable | (reasons != NO_REASON))
+        resettable = eligible & splittable & (reasons == NO_REASON)
+        if threshold < 0:  # a row without hits passes the hit-count gate: walk every eligible row
+            acting = eligible
+        brokers = sorted(set(rep))
+        code = {b: i for i, b in enumerate(brokers)}
+        codes = np.fromiter(map(code.__getitem__, rep), dtype=np.int64, count=n)
+        act_rows = np.flatnonzero(acting)
+        act_rows = act_rows[np.argsort(codes[act_rows], kind="stable")]
+        bounds = np.searchsorted(codes[act_rows], np.arange(len(brokers) + 1))
+        names = list(bundles)
+        row_of = dict(zip(names, range(n)))
+        unique_names = len(row_of) == n
+
         out: list[SplitDecision] = []
         new_counts: dict[str, dict[str, int]] = {}
-        for broker in sorted(set(rep.tolist())):
-            rows = np.flatnonzero(rep == broker)
-            hits = {k: v for k, v in self.split_condition_hit_counts.get(broker, {}).items()}
-            present = {bundles[i] for i in rows.tolist()}
-            hits = {k: v for k, v in hits.items() if k in present}  # retainAll(bundleStatsMap.keySet())
+        for bc, broker in enumerate(brokers):
+            prior = self.split_condition_hit_counts.get(broker, {})
+            rows_l = act_rows[bounds[bc] : bounds[bc + 1]].tolist()
+            if not unique_names:  # a bundle listed twice: walk every eligible row of this broker
+                rows_all = np.flatnonzero(codes == bc).tolist()
+                in_stats = {names[i] for i in rows_all}
+                hits = {k: v for k, v in prior.items() if k in in_stats}  # retainAll(bundleStatsMap.keySet())
+                rows_l = [i for i in rows_all if eligible[i]]
+            elif prior:
+                # retainAll(bundleStatsMap.keySet())
+                hits = {k: v for k, v in prior.items() if (r := row_of.get(k)) is not None and codes[r] == bc}
+                extra = [row_of[k] for k in hits if resettable[row_of[k]] and not acting[row_of[k]]]
+                if extra:
+                    rows_l = sorted(rows_l + extra)
+            else:
+                hits = {}
             planned: dict[str, int] = {}
             decided = 0
-            for i in rows.tolist():
-                name, ns = bundles[i], namespaces[i]
-                if tp[i] < 2 or not owned[i]:
-                    continue
+            for i in rows_l:
+                name, ns = names[i], namespaces[i]
                 if not splittable[i]:
                     self._failures += 1
                     continue
-                reason = str(reasons[i])
-                if reason:
+                rc = int(reasons[i])
+                if rc != NO_REASON:
                     hits[name] = hits.get(name, 0) + 1
                 else:
                     hits.pop(name, None)
@@ -162,14 +193,14 @@ class DefaultNamespaceBundleSplitStrategy:
                         boundaries=list(cuts),
                         children=child_names(ns, int(lo[i]), int(hi[i]), cuts),
                         algorithm=algorithm,
-                        reason=reason,
+                        reason=str(_REASONS[rc]),
                         unload=False,
                         bundle_row=int(i),
                         details={
                             "topics": float(tp[i]),
-                            "sessions": float(np.asarray(sessions)[i]),
-                            "msgRate": float(np.asarray(msg_rate)[i]),
-                            "msgThroughput": float(np.asarray(msg_throughput)[i]),
+                            "sessions": float(sess[i]),
+                            "msgRate": float(rate[i]),
+                            "msgThroughput": float(thr[i]),
                             "hitCount": float(hits[name]),
                         },
                     )

@@ -1,0 +1,113 @@
+"""Replay benchmark on the M scenario (50 brokers, 2,000 bundles, 20,000 topics, 1,440 one-minute ticks).
+
+Prints JSON lines:
+* closed-loop replay end-to-end wall time (Spark: stream preparation, the run in a Spark task, table writes)
+  vs the kernel-only time of the same run (same process, no Spark, iterating the prepared tick stream);
+  target: end-to-end <= 3 x kernel-only + 60 s;
+* an 8-config sweep (conf/grids/threshold-sweep.yaml) vs 8 sequential single replays; target <= 0.6;
+* peak RSS of the replay task for a history and for the same history doubled; target ratio <= 1.5.
+
+Usage: python bench/replay_m.py [--lake DIR] [--size M|S] [--skip-generate] [--skip-sweep] [--skip-memory]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def emit(**kw: object) -> None:
+    print(json.dumps(kw), flush=True)
+
+
+def kernel_only(meta: dict, pulsar: dict, replay: dict) -> tuple[float, int]:
+    """The same run in this process, no Spark: the tick loop over the prepared stream."""
+    import numpy as np
+
+    from lbreplay.replay.engine import Replay, RunSpec, StaticInputs
+    from lbreplay.replay.load_model import Calibration
+    from lbreplay.replay.spark_replay import _ticks_from_stream
+
+    static = StaticInputs(meta["broker_ids"], meta["namespaces"],
+                          np.array(meta["topic_positions"], dtype=np.int64) if meta["topic_positions"] else None,
+                          Calibration(np.array(meta["cpu_base"]), np.array(meta["cpu_per_msg"])))
+    rep = Replay(RunSpec("kernel-only", "bench", "closed-loop", pulsar, 0, replay), static)
+    t0 = time.perf_counter()
+    decisions = 0
+    for obs in _ticks_from_stream(meta["stream"], meta):
+        decisions += len(rep.step(obs).decisions)
+    return time.perf_counter() - t0, decisions
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lake", default=None)
+    ap.add_argument("--size", default="M")
+    ap.add_argument("--skip-generate", action="store_true")
+    ap.add_argument("--skip-sweep", action="store_true")
+    ap.add_argument("--skip-memory", action="store_true")
+    args = ap.parse_args()
+    from lbreplay.lake.generator import generate
+    from lbreplay.lake.validation import validate
+    from lbreplay.replay import spark_replay as R
+    from lbreplay.replay.run_config import expand_grid, resolve_run_config
+    from lbreplay.spark import get_spark
+
+    lake = args.lake or tempfile.mkdtemp(prefix="lbreplay-bench-")
+    spark = get_spark(lake, master="local[2]", conf={"spark.python.worker.reuse": "false"})
+    cluster = f"bench{args.size.lower()}"
+    if not args.skip_generate:
+        t0 = time.time()
+        generate(spark, lake, "steady", cluster, seed=1, size=args.size)
+        emit(step="generate", scenario="steady", size=args.size, seconds=round(time.time() - t0, 1))
+        assert validate(spark, lake, cluster).passed
+    pulsar, replay = resolve_run_config("threshold-lltmr")
+    versions = R.input_versions(spark, lake, cluster)
+    t0 = time.time()
+    R.prepare(spark, lake, cluster, versions)
+    prep = time.time() - t0
+    t0 = time.time()
+    R.execute(spark, lake, cluster, [(pulsar, replay)], run_ids=["bench-single"], quiet=True)
+    e2e_warm = time.time() - t0
+    _, meta = R.prepare(spark, lake, cluster, versions)
+    kern, decisions = kernel_only(meta, pulsar, replay)
+    e2e = e2e_warm + prep
+    emit(step="closed-loop", size=args.size, ticks=R._stream_ticks(meta["stream"]), decisions=decisions,
+         end_to_end_s=round(e2e, 1), stream_prep_s=round(prep, 1), kernel_only_s=round(kern, 1),
+         budget_s=round(3 * kern + 60, 1), within_budget=e2e <= 3 * kern + 60)
+    if not args.skip_sweep:
+        specs = expand_grid(str(REPO / "conf" / "grids" / "threshold-sweep.yaml"))
+        t0 = time.time()
+        R.execute(spark, lake, cluster, specs, quiet=True)
+        sweep = time.time() - t0
+        t0 = time.time()
+        for i, spec in enumerate(specs):
+            R.execute(spark, lake, cluster, [spec], run_ids=[f"bench-seq-{i}"], quiet=True)
+        seq = time.time() - t0
+        emit(step="sweep", runs=len(specs), sweep_s=round(sweep, 1), sequential_s=round(seq, 1),
+             ratio=round(sweep / seq, 3), target=0.6, within_target=sweep / seq <= 0.6)
+    if not args.skip_memory:
+        peaks = {}
+        for label, ticks in (("base", 360), ("doubled", 720)):
+            name = f"mem{ticks}"
+            generate(spark, lake, {"name": name, "traffic": {"target_utilization": 0.5}, "ticks": ticks, "brokers": 20},
+                     name, seed=3, size="S")
+            assert validate(spark, lake, name).passed
+            R.execute(spark, lake, name, [(pulsar, replay)], run_ids=[f"bench-{name}"], quiet=True)
+            peaks[label] = spark.read.format("delta").load(f"{lake}/run_metrics").where(
+                f"run_id = 'bench-{name}' AND metric = 'task_peak_rss_mb'").first()[0]
+        emit(step="memory", base_ticks=360, doubled_ticks=720, peak_rss_mb_base=peaks["base"],
+             peak_rss_mb_doubled=peaks["doubled"], ratio=round(peaks["doubled"] / peaks["base"], 3), target=1.5)
+    emit(step="driver", driver_peak_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Reports comparing replay runs."""

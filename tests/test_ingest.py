@@ -1,0 +1,368 @@
+"""``lbreplay ingest``: parsing real Pulsar dump shapes (pure Python) and loading the checked-in samples (Spark)."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from datetime import date, datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from lbreplay.errors import InvalidInputError, UsageError
+from lbreplay.lake import ingest as ing
+
+REPO = Path(__file__).resolve().parents[1]
+MODULAR = REPO / "data" / "samples" / "modular-3brokers"
+EXTENSIBLE = REPO / "data" / "samples" / "extensible-3brokers"
+
+# The LocalBrokerData sample of the Pulsar 3.1 docs, verbatim (PULSAR-LB-SPEC.md §1.2).
+DOC_SAMPLE = {
+    "webServiceUrl": "http://broker-1:8080",
+    "pulsarServiceUrl": "pulsar://broker-1:6650",
+    "persistentTopicsEnabled": True,
+    "nonPersistentTopicsEnabled": True,
+    "cpu": {"usage": 7.31, "limit": 800.0},
+    "memory": {"usage": 124.0, "limit": 2096.0},
+    "directMemory": {"usage": 36.0, "limit": 256.0},
+    "bandwidthIn": {"usage": 0.83, "limit": 1.0e7},
+    "bandwidthOut": {"usage": 0.71, "limit": 1.0e7},
+    "msgThroughputIn": 0.0,
+    "msgThroughputOut": 0.0,
+    "msgRateIn": 0.0,
+    "msgRateOut": 0.0,
+    "lastUpdate": 1690979816792,
+    "lastStats": {
+        "my-tenant/my-namespace/0x4ccccccb_0x66666664": {
+            "msgRateIn": 0.0,
+            "msgThroughputIn": 0.0,
+            "msgRateOut": 0.0,
+            "msgThroughputOut": 0.0,
+            "consumerCount": 2,
+            "producerCount": 0,
+            "topics": 1,
+            "cacheSize": 0,
+        }
+    },
+    "numTopics": 1,
+    "numBundles": 1,
+    "numConsumers": 2,
+    "numProducers": 0,
+    "bundles": ["my-tenant/my-namespace/0x4ccccccb_0x66666664"],
+    "lastBundleGains": [],
+    "lastBundleLosses": [],
+    "brokerVersionString": "3.1.0-SNAPSHOT",
+    "protocols": {},
+    "advertisedListeners": {"internal": {"brokerServiceUrl": "pulsar://broker-1:6650"}},
+    "loadManagerClassName": "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl",
+    "startTimestamp": 1690940955211,
+    "maxResourceUsage": 0.140625,
+    "loadReportType": "LocalBrokerData",
+}
+
+
+def _write(path: Path, obj: object) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(obj if isinstance(obj, str) else json.dumps(obj), encoding="utf-8")
+    return path
+
+
+def _utc(*args: int) -> datetime:
+    return datetime(*args, tzinfo=timezone.utc)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# pure Python
+
+
+def test_doc_sample_local_broker_data(tmp_path: Path) -> None:
+    """PULSAR-LB-SPEC.md §1.2 sample: broker id from webServiceUrl, tick = lastUpdate 12:36:56.792 truncated to the
+    minute, the lastStats entry becomes a bundle_load row with its range parsed from the name."""
+    _write(tmp_path / "dump" / "report.json", DOC_SAMPLE)
+    dump = ing.read_dumps(tmp_path / "dump", "c1")
+    (row,) = dump.rows["broker_load"]
+    assert row["broker"] == "broker-1:8080"
+    assert row["ts"] == _utc(2023, 8, 2, 12, 36)
+    assert row["last_update"] == datetime.fromtimestamp(1690979816.792, tz=timezone.utc)
+    assert (row["cpu_usage"], row["cpu_limit"]) == (7.31, 800.0)
+    assert (row["bandwidth_out_usage"], row["bandwidth_out_limit"]) == (0.71, 1.0e7)
+    assert (row["num_topics"], row["num_bundles"], row["num_consumers"], row["num_producers"]) == (1, 1, 2, 0)
+    assert row["broker_version"] == "3.1.0-SNAPSHOT"
+    assert row["load_manager_class_name"].endswith("ModularLoadManagerImpl")
+    (b,) = dump.rows["bundle_load"]
+    assert b["bundle"] == "my-tenant/my-namespace/0x4ccccccb_0x66666664"
+    assert (b["namespace"], b["range_lower"], b["range_upper"]) == ("my-tenant/my-namespace", 0x4CCCCCCB, 0x66666664)
+    assert (b["consumer_count"], b["producer_count"], b["topics"], b["broker"], b["ts"]) == (2, 0, 1, "broker-1:8080", row["ts"])
+
+
+def test_detect_kind_by_pulsar_field_names() -> None:
+    """Type detection by the fields Jackson writes (spec §1.2–§1.5, §7.1; TopBundlesLoadData.topBundlesLoadData)."""
+    assert ing.detect_kind(DOC_SAMPLE) == ing.LOCAL_BROKER_DATA
+    assert ing.detect_kind({"lastStats": {}, "cpu": {}}) == ing.LOCAL_BROKER_DATA  # pre-loadReportType dumps
+    assert ing.detect_kind({"shortTermData": {}, "longTermData": {}, "topics": 1}) == ing.BUNDLE_DATA_KIND
+    assert ing.detect_kind({"shortTermMsgRateIn": 1.0, "longTermMsgRateIn": 1.0}) == ing.TIME_AVERAGE_BROKER_DATA
+    assert ing.detect_kind({"cpu": {}, "weightedMaxEMA": 0.2, "updatedAt": 1}) == ing.BROKER_LOAD_DATA
+    assert ing.detect_kind({"topBundlesLoadData": []}) == ing.TOP_BUNDLES_KIND
+    assert ing.detect_kind({"foo": 1}) is None
+    assert ing.detect_kind([1, 2]) is None
+
+
+@pytest.mark.parametrize(
+    "name, ms",
+    [
+        ("20230802T120000Z", 1690977600000),
+        ("2023-08-02T12:00:05Z", 1690977605000),
+        ("2023-08-02T12-00-05.250Z", 1690977605250),
+        ("20230802-120005", 1690977605000),
+        ("snap_2023-08-02_12-00-05", 1690977605000),
+        ("broker-1_8080__1690977605217", 1690977605217),
+        ("load-1690977605", 1690977605000),
+        ("0x40000000_0x80000000", None),
+        ("broker-1_8080", None),
+        ("20231345T990000Z", None),  # not a date
+    ],
+)
+def test_timestamp_patterns(name: str, ms: int | None) -> None:
+    """Documented file-name timestamp patterns (module docstring); 1690977600000 ms = 2023-08-02T12:00:00Z."""
+    assert ing.timestamp_from_name(name) == ms
+
+
+def test_tick_truncates_to_the_minute() -> None:
+    """One leader refresh per minute: 12:00:59.999 and 12:00:00.000 are the same tick, 12:01:00.000 the next."""
+    assert ing.tick_of(1690977659999) == ing.tick_of(1690977600000) == _utc(2023, 8, 2, 12, 0)
+    assert ing.tick_of(1690977660000) == _utc(2023, 8, 2, 12, 1)
+
+
+def test_names_from_paths_and_urls() -> None:
+    """Broker id = host:port of the web service URL (the /loadbalance/brokers key); ``_`` stands for ``:`` in paths."""
+    root = Path("/d/snap")
+    assert ing.broker_from_url("http://broker-1:8080") == "broker-1:8080"
+    assert ing.broker_from_url("https://b.example.com:8443/") == "b.example.com:8443"
+    assert ing.broker_from_path(Path("broker-load-data/broker-2_8080/20230802T120000Z.json"), root) == "broker-2:8080"
+    assert ing.broker_from_path(Path("x/broker-3_8080__1690977605217.json"), root) == "broker-3:8080"
+    assert ing.broker_from_path(Path("x/20230802T120000Z.json"), root) is None
+    assert ing.bundle_from_path(Path("bundle-data/20230802T120245Z/public/default/0x00000000_0x20000000.json")) == (
+        "public/default/0x00000000_0x20000000"
+    )
+    assert ing.split_bundle("a/b/0x00000000_0xffffffff") == ("a/b", 0, 0xFFFFFFFF)
+    assert ing.split_bundle("a/b/not-a-range") == ("a/b", None, None)
+
+
+def test_read_modular_sample() -> None:
+    """data/samples/modular-3brokers: 3 brokers x 3 reports; bundles 3+3+2 at 12:00 and 12:01, 4+2+3 at 12:02
+    (split of public/default/0x00000000_0x40000000); 9 BundleData and 3 TimeAverageBrokerData written at 12:02:45."""
+    dump = ing.read_dumps(MODULAR, "c1")
+    assert dump.files == 21
+    assert dump.reports == {
+        ing.LOCAL_BROKER_DATA: 9,
+        ing.BUNDLE_DATA_KIND: 9,
+        ing.TIME_AVERAGE_BROKER_DATA: 3,
+        ing.BROKER_LOAD_DATA: 0,
+        ing.TOP_BUNDLES_KIND: 0,
+    }
+    assert {k: len(v) for k, v in dump.rows.items()} == {
+        "broker_load": 9,
+        "bundle_load": 25,
+        "bundle_data": 9,
+        "broker_time_average": 3,
+        "broker_load_data_ext": 0,
+        "top_bundles_load_data": 0,
+    }
+    assert dump.ticks == 3
+    assert sorted({r["broker"] for r in dump.rows["broker_load"]}) == ["broker-1:8080", "broker-2:8080", "broker-3:8080"]
+    tad = {r["broker"]: r for r in dump.rows["broker_time_average"]}
+    assert tad["broker-1:8080"]["ts"] == _utc(2023, 8, 2, 12, 2)
+    bd = {r["bundle"]: r for r in dump.rows["bundle_data"]}
+    child = bd["public/default/0x00000000_0x20000000"]
+    assert (child["short_max_samples"], child["short_num_samples"], child["long_max_samples"]) == (10, 1, 1000)
+    assert bd["my-tenant/my-namespace/0x00000000_0x40000000"]["long_num_samples"] == 3
+
+
+def test_read_extensible_sample() -> None:
+    """data/samples/extensible-3brokers: BrokerLoadData ts from updatedAt, TopBundlesLoadData ts from the file name;
+    broker ids from the host_port directories; list order kept."""
+    dump = ing.read_dumps(EXTENSIBLE, "c1")
+    assert len(dump.rows["broker_load_data_ext"]) == 9
+    assert len(dump.rows["top_bundles_load_data"]) == 25
+    assert dump.rows["broker_load"] == [] and dump.ticks == 3
+    b2 = [r for r in dump.rows["broker_load_data_ext"] if r["broker"] == "broker-2:8080" and r["ts"] == _utc(2023, 8, 2, 12, 1)]
+    assert len(b2) == 1
+    assert b2[0]["bundle_count"] == 2 and b2[0]["cpu_limit"] == 800.0
+    assert b2[0]["updated_at"] == datetime.fromtimestamp(1690977666.903, tz=timezone.utc)
+    top = [r for r in dump.rows["top_bundles_load_data"] if r["broker"] == "broker-1:8080" and r["ts"] == _utc(2023, 8, 2, 12, 0)]
+    assert [r["position"] for r in top] == [0, 1, 2]
+    assert top[0]["bundle"] == "public/default/0x00000000_0x40000000"  # the highest msgThroughputIn first
+
+
+def test_map_file_keys_are_broker_ids(tmp_path: Path) -> None:
+    """DESIGN.md §5 shape {"broker-1:8080": {BrokerLoadData}} in one file: the key names the broker."""
+    bld = {
+        **{r: {"usage": 1.0, "limit": 100.0} for r in ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut")},
+        "msgThroughputIn": 1.0,
+        "msgThroughputOut": 2.0,
+        "msgRateIn": 3.0,
+        "msgRateOut": 4.0,
+        "bundleCount": 1,
+        "weightedMaxEMA": 0.01,
+        "updatedAt": 1690977605217,
+    }
+    _write(tmp_path / "d" / "all.json", {"broker-2:8080": bld, "broker-1:8080": {**bld, "updatedAt": 0}})
+    with pytest.raises(InvalidInputError, match="no snapshot time"):  # updatedAt 0 and no time in the path
+        ing.read_dumps(tmp_path / "d", "c1")
+    _write(tmp_path / "d" / "all.json", {"broker-2:8080": bld, "broker-1:8080": {**bld, "updatedAt": 1690977665000}})
+    rows = ing.read_dumps(tmp_path / "d", "c1").rows["broker_load_data_ext"]
+    assert [(r["broker"], r["ts"]) for r in rows] == [
+        ("broker-1:8080", _utc(2023, 8, 2, 12, 1)),
+        ("broker-2:8080", _utc(2023, 8, 2, 12, 0)),
+    ]
+    assert rows[0]["reported_at"] is None and rows[0]["msg_rate_out"] == 4.0
+
+
+def test_totals_default_to_sums_and_bundle_stats_alias(tmp_path: Path) -> None:
+    """LocalBrokerData totals absent -> sums over the stats (LocalBrokerData.updateBundleData); the older
+    ``bundleStats`` alias of lastStats is read; NamespaceBundleStats counters default to 0; "NaN" strings parse."""
+    doc = {k: v for k, v in DOC_SAMPLE.items() if k not in ("lastStats", "msgRateIn", "numTopics", "numBundles")}
+    doc["bundleStats"] = {
+        "t/n/0x00000000_0x80000000": {"msgRateIn": 10.5, "topics": 3},
+        "t/n/0x80000000_0xffffffff": {"msgRateIn": 4.5, "topics": 2, "msgThroughputIn": "NaN"},
+    }
+    _write(tmp_path / "d" / "b.json", doc)
+    dump = ing.read_dumps(tmp_path / "d", "c1")
+    (row,) = dump.rows["broker_load"]
+    assert (row["msg_rate_in"], row["num_topics"], row["num_bundles"]) == (15.0, 5, 2)
+    b = {r["bundle"]: r for r in dump.rows["bundle_load"]}
+    assert b["t/n/0x00000000_0x80000000"]["cache_size"] == 0
+    assert math.isnan(b["t/n/0x80000000_0xffffffff"]["msg_throughput_in"])
+
+
+@pytest.mark.parametrize(
+    "mutate, where",
+    [
+        (lambda d: d.pop("cpu"), "$.cpu: required object is missing"),
+        (lambda d: d["memory"].pop("limit"), "$.memory.limit: required number is missing"),
+        (lambda d: d.update(lastUpdate="yesterday"), "$.lastUpdate: expected an integer"),
+        (
+            lambda d: d["lastStats"]["my-tenant/my-namespace/0x4ccccccb_0x66666664"].update(msgRateIn=[1]),
+            '$.lastStats["my-tenant/my-namespace/0x4ccccccb_0x66666664"].msgRateIn: expected a number',
+        ),
+    ],
+)
+def test_missing_or_mistyped_fields_name_file_and_json_path(tmp_path: Path, mutate, where: str) -> None:
+    """Bad structure is an InvalidInputError (exit 3) naming the file and the JSON path."""
+    doc = json.loads(json.dumps(DOC_SAMPLE))
+    mutate(doc)
+    f = _write(tmp_path / "d" / "broker.json", doc)
+    with pytest.raises(InvalidInputError) as err:
+        ing.read_dumps(tmp_path / "d", "c1")
+    assert err.value.exit_code == 3
+    assert str(f) in str(err.value) and where in str(err.value)
+
+
+def test_bad_files_are_errors(tmp_path: Path) -> None:
+    """Invalid JSON, an unknown shape, the SimpleLoadManager's LoadReport, a file without time or broker id."""
+    d = tmp_path / "d"
+    f = _write(d / "a.json", '{"cpu": ')
+    with pytest.raises(InvalidInputError, match=r"a\.json: \$: invalid JSON at line 1"):
+        ing.read_dumps(d, "c1")
+    _write(f, {"hello": "world"})
+    with pytest.raises(InvalidInputError, match="not a recognised Pulsar load dump"):
+        ing.read_dumps(d, "c1")
+    _write(f, {"loadReportType": "LoadReport", "cpu": {}})
+    with pytest.raises(InvalidInputError, match="unsupported load report type 'LoadReport'"):
+        ing.read_dumps(d, "c1")
+    tabd = {k: 1.0 for k in ("shortTermMsgRateIn", "shortTermMsgRateOut", "shortTermMsgThroughputIn", "shortTermMsgThroughputOut",
+                              "longTermMsgRateIn", "longTermMsgRateOut", "longTermMsgThroughputIn", "longTermMsgThroughputOut")}
+    f.unlink()
+    f = _write(d / "broker-1_8080.json", tabd)
+    with pytest.raises(InvalidInputError, match=r"broker-1_8080\.json: \$: no snapshot time"):
+        ing.read_dumps(d, "c1")
+    f.unlink()
+    _write(d / "20230802T120000Z.json", tabd)
+    with pytest.raises(InvalidInputError, match="no broker id"):
+        ing.read_dumps(d, "c1")
+    with pytest.raises(UsageError):
+        ing.read_dumps(tmp_path / "missing", "c1")
+    with pytest.raises(UsageError):
+        ing.read_dumps(d, "bad'name")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(InvalidInputError, match="no \\*.json dump files"):
+        ing.read_dumps(empty, "c1")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Spark
+
+
+def test_ingest_modular_sample_into_lake(spark, lake) -> None:
+    """The modular sample lands in broker_load / bundle_load / bundle_data / broker_time_average with the values of
+    the JSON files (broker-1's report written 2023-08-02T12:00:05.217Z, cpu 398.47 of 800)."""
+    from chispa import assert_df_equality
+    from pyspark.sql import functions as F
+
+    dump = ing.ingest(spark, lake, MODULAR, "ing_mod")
+    assert dump.files == 21
+
+    def table(name: str):
+        return spark.read.format("delta").load(f"{lake}/{name}").where(F.col("cluster") == "ing_mod")
+
+    bl = table("broker_load")
+    assert bl.count() == 9
+    assert [r[0] for r in bl.select("ts").distinct().orderBy("ts").collect()] == [
+        _utc(2023, 8, 2, 12, 0).replace(tzinfo=None),
+        _utc(2023, 8, 2, 12, 1).replace(tzinfo=None),
+        _utc(2023, 8, 2, 12, 2).replace(tzinfo=None),
+    ]
+    got = bl.where("broker = 'broker-1:8080' AND ts = '2023-08-02 12:00:00'").select(
+        "cpu_usage", "cpu_limit", "memory_limit", "num_bundles", "num_topics", "last_update", "date"
+    )
+    expected = spark.createDataFrame(
+        [(398.47, 800.0, 2096.0, 3, 63, datetime(2023, 8, 2, 12, 0, 5, 217000), date(2023, 8, 2))],
+        got.schema,
+    )
+    assert_df_equality(got, expected)
+
+    bundles = table("bundle_load")
+    assert bundles.count() == 25
+    split = bundles.where("ts = '2023-08-02 12:02:00' AND namespace = 'public/default'").select(
+        "broker", "range_lower", "range_upper"
+    )
+    assert sorted(tuple(r) for r in split.collect()) == [
+        ("broker-1:8080", 0x00000000, 0x20000000),
+        ("broker-1:8080", 0x20000000, 0x40000000),
+        ("broker-2:8080", 0x40000000, 0x80000000),
+        ("broker-3:8080", 0x80000000, 0xC0000000),  # moved from broker-2 at 12:01
+        ("broker-3:8080", 0xC0000000, 0xFFFFFFFF),
+    ]
+    neg = bundles.where("bundle = 'my-tenant/my-namespace/0x40000000_0x80000000' AND ts = '2023-08-02 12:00:00'")
+    assert [tuple(r) for r in neg.select("broker", "msg_rate_in", "consumer_count").collect()] == [("broker-2:8080", 405.9, 7)]
+    bd = table("bundle_data")
+    assert bd.count() == 9
+    # TimeAverageBrokerData.reset: broker-2's short-term rate = the sum over its 12:02 bundles' BundleData
+    owned = bd.where(F.col("namespace").isin("my-tenant/my-namespace", "public/default") & (F.col("range_lower") == 0x40000000))
+    assert owned.count() == 2
+    tabd = table("broker_time_average").where("broker = 'broker-2:8080'").select("short_msg_rate_in", "long_msg_rate_in").first()
+    assert tabd[0] == pytest.approx(owned.agg(F.sum("short_msg_rate_in")).first()[0], abs=0.002) == pytest.approx(573.16)
+    assert tabd[1] == pytest.approx(owned.agg(F.sum("long_msg_rate_in")).first()[0], abs=0.002)
+    assert table("broker_load_data_ext").count() == 0
+
+
+def test_reingest_replaces_the_cluster(spark, lake, tmp_path: Path) -> None:
+    """Ingest replaces every ingest table for the cluster: loading the extensible sample over a modular ingest
+    leaves no broker_load rows for it, 9 BrokerLoadData rows and 25 top-bundle rows; other clusters are untouched."""
+    from pyspark.sql import functions as F
+
+    src = tmp_path / "mod"
+    shutil.copytree(MODULAR / "loadbalance" / "brokers" / "broker-1_8080", src)
+    ing.ingest(spark, lake, src, "ing_re")
+    ing.ingest(spark, lake, src, "ing_other")
+
+    def n(name: str, cluster: str) -> int:
+        return spark.read.format("delta").load(f"{lake}/{name}").where(F.col("cluster") == cluster).count()
+
+    assert n("broker_load", "ing_re") == 3
+    ing.ingest(spark, lake, EXTENSIBLE, "ing_re")
+    assert n("broker_load", "ing_re") == 0 and n("bundle_load", "ing_re") == 0
+    assert n("broker_load_data_ext", "ing_re") == 9 and n("top_bundles_load_data", "ing_re") == 25
+    assert n("broker_load", "ing_other") == 3
