@@ -214,10 +214,11 @@ def test_frames_tick_zero_spread_and_std_from_the_history(frames: ReportFrames, 
 def test_frames_cumulative_unloads_match_decisions_and_metrics(spark: Any, frames: ReportFrames, runs: ReplayedRuns) -> None:
     """The last cumulative value of each run equals its UNLOAD + TRANSFER decisions and run_metrics' unloads;
     the moves timeline holds every decision (fewer than 2000)."""
+    counts = {(r.run_id, r.action): r.n for r in spark.sql(
+        "SELECT run_id, action, count(*) AS n FROM lbreplay.decisions GROUP BY run_id, action").collect()}
     for r in runs.ids:
-        n = spark.sql(f"SELECT count(*) FROM lbreplay.decisions WHERE run_id = '{r}' "
-                      "AND action IN ('UNLOAD', 'TRANSFER')").first()[0]
-        total = spark.sql(f"SELECT count(*) FROM lbreplay.decisions WHERE run_id = '{r}'").first()[0]
+        n = counts.get((r, "UNLOAD"), 0) + counts.get((r, "TRANSFER"), 0)
+        total = sum(v for (rid, _), v in counts.items() if rid == r)
         cum = frames.cumulative[frames.cumulative["run_id"] == r].sort_values("bucket")
         assert n > 0 and int(cum["unloads"].iloc[-1]) == n == frames.metrics[r]["unloads"]
         assert list(cum["unloads"]) == sorted(cum["unloads"])  # cumulative: never decreases
@@ -238,13 +239,15 @@ def test_frames_moves_are_thinned_to_max_moves(spark: Any, runs: ReplayedRuns) -
 
 
 @pytest.mark.spark
-def test_report_rejects_unknown_runs(spark: Any, lake: str, runs: ReplayedRuns, tmp_path: Path) -> None:
+def test_report_rejects_unknown_runs(spark: Any, runs: ReplayedRuns, tmp_path: Path) -> None:
+    """Unknown run ids are a usage error (exit 2) naming them; so is an empty --runs (checked before Spark)."""
+    from lbreplay.report.frames import load_frames
     from lbreplay.report.html_report import report_command
 
     with pytest.raises(UsageError, match="unknown run id\\(s\\): no-such-run"):
-        report_command(runs=[runs.threshold, "no-such-run"], out=str(tmp_path / "r.html"), lake=lake)
+        load_frames(spark, [runs.threshold, "no-such-run"])
     with pytest.raises(UsageError, match="at least one run"):
-        report_command(runs=[], out=str(tmp_path / "r.html"), lake=lake)
+        report_command(runs=[], out=str(tmp_path / "r.html"), lake="unused")
 
 
 # --------------------------------------------------------------------------------------------- in a browser

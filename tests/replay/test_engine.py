@@ -119,3 +119,19 @@ def test_split_repartitions_topic_traffic() -> None:
         inside = (hashes >= lo) & ((hashes < hi) | (hi == 0xFFFFFFFF))
         assert v[2] == rates[inside].sum()
         assert v[5] == inside.sum()
+
+
+def test_extensible_transfer_shedder_transfers_after_hit_count() -> None:
+    """Extensible load manager: TransferShedder needs loadBalancerSheddingConditionHitCountThreshold (3) + 1
+    consecutive unbalanced cycles (first cycle one interval after start: ticks 1..4), then TRANSFERs bundles from
+    the most loaded broker (broker-0) to the least loaded, with the target broker as destination."""
+    conf = {"loadManagerClassName": "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl",
+            "loadBalancerLoadSheddingStrategy": "TransferShedder", "loadBalancerBrokerLoadTargetStd": 0.05}
+    owner = [0] * 8 + [1, 2, 3, 4] * 2
+    replay = Replay(RunSpec("r", "c", "closed-loop", conf, 1), _static(5))
+    results = [replay.step(obs) for obs in _ticks(5, owner, 8)]
+    moves = [d for r in results for d in r.decisions if d.action in ("TRANSFER", "UNLOAD")]
+    assert moves and {d.tick for d in moves} == {4}
+    assert all(d.action == "TRANSFER" and d.target_broker for d in moves)
+    assert any(d.source_broker == "broker-0:8080" for d in moves)
+    assert replay.strategy_name == "TransferShedder"

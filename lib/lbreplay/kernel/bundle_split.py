@@ -30,7 +30,8 @@ from lbreplay.kernel.version_profile import profile_for
 
 # SplitDecision.Reason names (extensible load manager); the modular task logs the same four conditions.
 TOPICS, SESSIONS, MSG_RATE, BANDWIDTH = "Topics", "Sessions", "MsgRate", "Bandwidth"
-_REASONS = np.array([TOPICS, SESSIONS, MSG_RATE, BANDWIDTH, ""], dtype=object)
+REASON_NAMES: tuple[str, ...] = (TOPICS, SESSIONS, MSG_RATE, BANDWIDTH, "")  # by split_reason_codes code
+_REASONS = np.array(REASON_NAMES, dtype=object)
 
 
 @dataclass
@@ -156,7 +157,7 @@ def find_bundles_to_split(
         current = counts.get(ns)
         extra = planned.get(ns, 0) if prof.split_min_two_topics else 0
         if current + extra < max_bundles:
-            out.append((row, int(b.owner[row]), str(_REASONS[reasons[row]])))
+            out.append((row, int(b.owner[row]), REASON_NAMES[reasons[row]]))
             planned[ns] = planned.get(ns, 0) + 1
     return out
 

@@ -46,8 +46,8 @@ def is_system_service_namespace(namespace: str) -> bool:
 
 
 # The last namespace column coded by namespace_codes: replay ticks and repeated requests see the same column
-# again, and comparing two lists is much cheaper than coding one.
-_NS_CODES: list[tuple[list[str], np.ndarray, dict[str, int]]] = []
+# again, and comparing two lists is much cheaper than coding one. One tuple, replaced whole (thread-safe reads).
+_NS_CODES_LAST: tuple[list[str], np.ndarray, dict[str, int]] | None = None
 
 
 def namespace_codes(namespaces: list[str]) -> tuple[np.ndarray, dict[str, int]]:
@@ -55,13 +55,15 @@ def namespace_codes(namespaces: list[str]) -> tuple[np.ndarray, dict[str, int]]:
 
     Memoised for the last column seen, compared by content; the returned array is read-only.
     """
-    if _NS_CODES and _NS_CODES[0][0] == namespaces:
-        return _NS_CODES[0][1], _NS_CODES[0][2]
+    global _NS_CODES_LAST
+    last = _NS_CODES_LAST
+    if last is not None and last[0] == namespaces:
+        return last[1], last[2]
     column = list(namespaces)
     code = {ns: i for i, ns in enumerate(dict.fromkeys(column))}
     codes = np.fromiter(map(code.__getitem__, column), dtype=np.int64, count=len(column))
     codes.flags.writeable = False
-    _NS_CODES[:] = [(column, codes, code)]
+    _NS_CODES_LAST = (column, codes, code)
     return codes, code
 
 
@@ -400,7 +402,7 @@ def cached(ld: LoadData, group: str, key: Any, compute: Callable[[], T], *deps: 
         cache.sync(ld)
     entries = cache.groups[group]
     if deps:
-        key = (key, *map(id, deps))
+        key = (key, id(deps[0])) if len(deps) == 1 else (key, *map(id, deps))
     value = entries.get(key, _MISSING)
     if value is _MISSING:
         for d in deps:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import bisect
 import functools
 import re
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -278,12 +278,17 @@ def remove_most_servicing_brokers_for_namespace(
 def broker_load_manager_class_filter(ld: LoadData, candidates: np.ndarray, conf: PulsarConfig) -> np.ndarray:
     """``BrokerLoadManagerClassFilter``: remove brokers whose ``loadManagerClassName`` differs from this broker's
     (``Objects.equals``: a report without the field is removed)."""
+    return candidates & _same_class(ld, conf)
+
+
+def _same_class(ld: LoadData, conf: PulsarConfig) -> np.ndarray:
+    """Brokers reporting this broker's ``loadManagerClassName`` (cached inside a ``derived_cache`` block)."""
 
     def compute() -> np.ndarray:
         name = conf["loadManagerClassName"]
         return np.array([c == name for c in ld.brokers.load_manager_class_name], dtype=bool)
 
-    return candidates & cached(ld, "broker", "same_class", compute, conf)
+    return cached(ld, "broker", "same_class", compute, conf)
 
 
 class BrokerFilterError(Exception):
@@ -377,6 +382,8 @@ def selection(
 ) -> "Selection":
     """The :class:`Selection` for these arguments in the open ``derived_cache`` block on ``ld`` (one per distinct
     set of arguments). Callers placing many bundles take it once and call :meth:`Selection.select` per bundle."""
+    if "_derived" not in ld.__dict__:
+        raise RuntimeError("selection() needs an open load_data.derived_cache block on the LoadData")
     avail_key = "" if available is None else np.asarray(available, dtype=bool).tobytes().hex()
     return cached(
         ld,
@@ -413,10 +420,8 @@ class Selection:
         self.even = bool(conf["loadBalancerDistributeBundlesEvenlyEnabled"]) or (
             profile.name in _EVEN_SPREAD_ALWAYS_PROFILES
         )
-        self.same_class: np.ndarray | None = None
-        if profile.name in _CLASS_FILTER_PROFILES:  # broker_load_manager_class_filter
-            name = conf["loadManagerClassName"]
-            self.same_class = np.array([c == name for c in ld.brokers.load_manager_class_name], dtype=bool)
+        # broker_load_manager_class_filter (3.x+)
+        self.same_class = _same_class(ld, conf) if profile.name in _CLASS_FILTER_PROFILES else None
         self.prefer_later = bool(conf["preferLaterVersions"])
         self.threshold = conf.overload_threshold
         self.usage = overload_usage(ld, conf).tolist()

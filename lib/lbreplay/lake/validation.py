@@ -457,23 +457,29 @@ class ValidationReport:
 # Delta helpers
 
 
-def _is_delta(spark: Any, path: str) -> bool:
-    from delta.tables import DeltaTable
-
-    try:
-        return bool(DeltaTable.isDeltaTable(spark, path))
-    except Exception:  # noqa: BLE001 - a missing directory on some filesystems raises
-        return False
-
-
 def delta_version(spark: Any, lake: str, table: Table) -> int | None:
-    """Current Delta version of ``table`` in ``lake`` (None if the table does not exist)."""
-    from delta.tables import DeltaTable
-
+    """Current Delta version of ``table`` in ``lake`` (None if the table does not exist): the highest
+    ``_delta_log/<version>.json`` commit file (Delta protocol), listed through Hadoop's FileSystem so storage
+    URIs work too; no Spark job. Falls back to ``DeltaTable.history(1)``."""
     path = table_location(lake, table.name)
-    if not _is_delta(spark, path):
-        return None
-    return int(DeltaTable.forPath(spark, path).history(1).collect()[0]["version"])
+    try:
+        jvm = spark._jvm
+        log = jvm.org.apache.hadoop.fs.Path(f"{path}/_delta_log")
+        fs = log.getFileSystem(spark._jsc.hadoopConfiguration())
+        if not fs.exists(log):
+            return None
+        versions = [
+            int(name[:-5])
+            for status in fs.listStatus(log)
+            if (name := status.getPath().getName()).endswith(".json") and name[:-5].isdigit()
+        ]
+        return max(versions) if versions else None
+    except Exception:  # noqa: BLE001 - e.g. no JVM gateway (Spark Connect)
+        from delta.tables import DeltaTable
+
+        if not DeltaTable.isDeltaTable(spark, path):
+            return None
+        return int(DeltaTable.forPath(spark, path).history(1).collect()[0]["version"])
 
 
 def _read(spark: Any, lake: str, table: Table, version: int, clusters: list[str] | None) -> Any:
@@ -483,15 +489,26 @@ def _read(spark: Any, lake: str, table: Table, version: int, clusters: list[str]
     return df.where(F.col("cluster").isin(clusters)) if clusters is not None else df
 
 
-def _fingerprints(df: Any, table: Table) -> dict[str, tuple[int, str]]:
-    """cluster -> (rows, "rows:sum of xxhash64 over all columns"): changes whenever the cluster's rows change."""
+def _fingerprints(frames: dict[str, Any]) -> dict[tuple[str, str], tuple[int, str]]:
+    """(table, cluster) -> (rows, "rows:sum of xxhash64 over all columns"), for every frame in one Spark job.
+    The fingerprint changes whenever the cluster's rows change."""
+    from functools import reduce
+
     from pyspark.sql import functions as F
 
-    h = F.xxhash64(*[F.col(c.name) for c in table.columns]).cast("decimal(38,0)")
-    out = {}
-    for row in df.groupBy("cluster").agg(F.count(F.lit(1)).alias("n"), F.sum(h).alias("h")).collect():
-        out[row["cluster"]] = (int(row["n"]), f"{row['n']}:{row['h']}")
-    return out
+    if not frames:
+        return {}
+    tables = {t.name: t for t in VALIDATED_TABLES}
+    parts = [
+        df.select(
+            F.lit(name).alias("t"),
+            F.col("cluster").alias("c"),
+            F.xxhash64(*[F.col(c.name) for c in tables[name].columns]).cast("decimal(38,0)").alias("h"),
+        )
+        for name, df in frames.items()
+    ]
+    agg = reduce(lambda a, b: a.unionByName(b), parts).groupBy("t", "c").agg(F.count(F.lit(1)).alias("n"), F.sum("h").alias("h"))
+    return {(r["t"], r["c"]): (int(r["n"]), f"{r['n']}:{r['h']}") for r in agg.collect()}
 
 
 def _empty_fingerprint() -> str:
@@ -589,8 +606,8 @@ def validate(spark: Any, lake: str, cluster: str | None = None) -> ValidationRep
         if not clusters:
             raise InvalidInputError(f"no input rows to validate in {lake}")
     frames = {t.name: _read(spark, lake, t, versions[t.name], clusters) for t in VALIDATED_TABLES if t.name in versions}
-    prints = {name: _fingerprints(df, next(t for t in VALIDATED_TABLES if t.name == name)) for name, df in frames.items()}
-    if cluster is not None and not any(cluster in p for p in prints.values()):
+    prints = _fingerprints(frames)
+    if cluster is not None and not prints:
         raise InvalidInputError(f"cluster {cluster}: no input rows in {lake}")
 
     ctx = _Context(spark, frames)
@@ -602,7 +619,7 @@ def validate(spark: Any, lake: str, cluster: str | None = None) -> ValidationRep
     unattributed: dict[str, set[str]] = {}
     cached = []
     for table in VALIDATED_TABLES:
-        if table.name not in frames or not any(c in prints[table.name] for c in clusters):
+        if not any((table.name, c) in prints for c in clusters):
             continue
         rules = SUITES[table.name]
         df = frames[table.name]
@@ -640,32 +657,36 @@ def validate(spark: Any, lake: str, cluster: str | None = None) -> ValidationRep
                 )
             )
 
-    # quarantine: replace the validated clusters' rows (an empty write clears them)
+    # quarantine: replace the validated clusters' rows (an empty write clears earlier ones, if any)
+    qsummary: dict[tuple[str, str], tuple[list[str], int]] = {}
+    where = f"cluster IN ({_sql_list(clusters)})"
     if quarantine_parts:
         from functools import reduce
 
         qdf = reduce(lambda a, b: a.unionByName(b), quarantine_parts)
-    else:
-        qdf = rows_frame(spark, QUARANTINE, [])
-    replace_partitions(spark, lake, QUARANTINE, qdf, f"cluster IN ({_sql_list(clusters)})")
-    qsummary = {
-        (r["cluster"], r["table_name"]): (sorted(r["rules"]), int(r["rows"]))
-        for r in spark.read.format("delta")
-        .load(table_location(lake, QUARANTINE.name))
-        .where(F.col("cluster").isin(clusters))  # exactly the rows just written for these clusters
-        .groupBy("cluster", "table_name")
-        .agg(F.collect_set("rule").alias("rules"), F.countDistinct("row_json").alias("rows"))
-        .collect()
-    }
+        replace_partitions(spark, lake, QUARANTINE, qdf, where)
+        qsummary = {
+            (r["cluster"], r["table_name"]): (sorted(r["rules"]), int(r["rows"]))
+            for r in spark.read.format("delta")
+            .load(table_location(lake, QUARANTINE.name))
+            .where(where)  # exactly the rows just written for these clusters
+            .groupBy("cluster", "table_name")
+            .agg(F.collect_set("rule").alias("rules"), F.countDistinct("row_json").alias("rows"))
+            .collect()
+        }
+    elif delta_version(spark, lake, QUARANTINE) is not None:
+        old = spark.read.format("delta").load(table_location(lake, QUARANTINE.name)).where(where)
+        if old.limit(1).count():
+            replace_partitions(spark, lake, QUARANTINE, rows_frame(spark, QUARANTINE, []), where)
     for df in cached:
         df.unpersist()
 
     statuses = []
     for table in VALIDATED_TABLES:
         for c in clusters:
-            if table.name not in prints or c not in prints[table.name]:
+            if (table.name, c) not in prints:
                 continue
-            rows, fp = prints[table.name][c]
+            rows, fp = prints[(table.name, c)]
             failed_rules, failing_rows = qsummary.get((c, table.name), ([], 0))
             failed_rules = sorted(set(failed_rules) | unattributed.get(table.name, set()))
             statuses.append(
@@ -731,17 +752,23 @@ def validation_problems(spark: Any, lake: str, cluster: str, tables: Iterable[st
             .collect()
         ):
             latest[r["table_name"]] = r
+    current = {t.name: delta_version(spark, lake, t) for t in VALIDATED_TABLES}
+    stale = {
+        t.name: _read(spark, lake, t, v, [cluster])
+        for t in VALIDATED_TABLES
+        if (v := current[t.name]) is not None and (t.name not in latest or latest[t.name]["delta_version"] != v)
+    }
+    prints = _fingerprints(stale)
     problems = []
     any_rows = False
     for table in VALIDATED_TABLES:
-        version = delta_version(spark, lake, table)
         run = latest.get(table.name)
-        if run is not None and version == run["delta_version"]:
+        if table.name in stale:
+            rows, fp = prints.get((table.name, cluster), (0, _empty_fingerprint()))
+        elif run is not None and current[table.name] is not None:  # same Delta version as validated
             rows, fp = int(run["row_count"] or 0), run["fingerprint"]
-        elif version is None:
-            rows, fp = 0, _empty_fingerprint()
         else:
-            rows, fp = _fingerprints(_read(spark, lake, table, version, [cluster]), table).get(cluster, (0, _empty_fingerprint()))
+            rows, fp = 0, _empty_fingerprint()
         any_rows = any_rows or rows > 0
         if table.name in required and rows == 0:
             problems.append(f"{table.name}: no rows")

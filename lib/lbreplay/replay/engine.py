@@ -170,11 +170,19 @@ class Replay:
         self.profile = profile_for(self.conf["pulsarVersion"])
         self.rng = np.random.default_rng(run.seed)
         self.closed_loop = run.mode != "observed"
-        shed_cls = strategy_class("shedding", self.conf["loadBalancerLoadSheddingStrategy"])
-        place_cls = strategy_class("placement", self.conf["loadBalancerLoadPlacementStrategy"])
-        self.shedder = shed_cls()
-        self.placement = self.shedder if place_cls is shed_cls else place_cls()
-        self.strategy_name = short_class(self.conf["loadBalancerLoadSheddingStrategy"])
+        from lbreplay.replay import extensible_bridge
+
+        self.extensible = extensible_bridge.is_extensible(self.conf)
+        self.ext = None
+        if self.extensible:
+            self.shedder = strategy_class("shedding", "TransferShedder")()
+            self.placement = None
+            self.ext = extensible_bridge.ExtensibleLeader(len(static.broker_ids))
+        else:
+            from lbreplay.kernel.modular_load_manager import create_strategies
+
+            self.shedder, self.placement = create_strategies(self.conf)
+        self.strategy_name = "TransferShedder" if self.extensible else short_class(self.conf["loadBalancerLoadSheddingStrategy"])
         self.placement_name = short_class(self.conf["loadBalancerLoadPlacementStrategy"])
         nb = len(static.broker_ids)
         self.layout: Layout | None = None
@@ -311,6 +319,10 @@ class Replay:
             if ok.any():
                 cal_err = float(np.mean(np.abs(usage[alive, 0][ok] - obs_cpu[ok]) / obs_cpu[ok]))
 
+        if self.extensible and self.closed_loop:
+            return self._step_extensible(obs, layout, vals, usage, limit, tot, num_bundles, wmax, rate, thr, alive,
+                                         cal_err, closed)
+
         # 3. report writes (10 % / 15 min rule); the leader sees the written reports
         write = alive & need_broker_data_update(self.w_ms, obs.ts_ms, self.w_rate, rate, self.w_thr, thr,
                                                 self.w_nb, num_bundles, self.w_max, cmp_usage, conf)
@@ -374,6 +386,38 @@ class Replay:
         nbund = np.bincount(layout.owner[owned], minlength=nb)
         score = self._scores(wmax)
         pct = percent_usage(usage, limit).astype(np.float64)
+        bt = BrokerTick(obs.tick, obs.ts_ms, pct, max_resource_usage(usage, limit, conf), wmax, score, rate, thr,
+                        nbund, tot[:, TOPICS], alive)
+        return TickResult(bt, decisions, closed, cal_err)
+
+    def _step_extensible(self, obs: ObservedTick, layout: Layout, vals: np.ndarray, usage: np.ndarray,
+                         limit: np.ndarray, tot: np.ndarray, num_bundles: np.ndarray, wmax: np.ndarray,
+                         rate: np.ndarray, thr: np.ndarray, alive: np.ndarray, cal_err: float | None,
+                         closed: list[OwnershipInterval]) -> TickResult:
+        """One tick of the extensible load manager (see ``extensible_bridge``)."""
+        from lbreplay.replay import extensible_bridge as X
+
+        conf = self.conf
+        decisions: list[Decision] = []
+        to_assign: list[str] = []
+        X.report(self, obs, usage, limit, tot, num_bundles, vals)
+        decisions += X.split(self, obs, vals, closed)
+        interval_ms = conf["loadBalancerSheddingIntervalMinutes"] * 60_000
+        if self.last_shed_ms is None:
+            self.last_shed_ms = obs.ts_ms
+        elif obs.ts_ms - self.last_shed_ms >= interval_ms:
+            self.last_shed_ms = obs.ts_ms
+            decisions += X.shed(self, obs, to_assign, closed)
+        orphans = [self.layout.names[r] for r in np.flatnonzero(self.layout.owner < 0)]
+        pending = list(dict.fromkeys(to_assign + orphans))
+        if pending and alive.any():
+            decisions += X.assign(self, pending, obs, closed)
+        lay = self.layout
+        nb = len(self.static.broker_ids)
+        owned = lay.owner >= 0
+        nbund = np.bincount(lay.owner[owned], minlength=nb)
+        pct = percent_usage(usage, limit).astype(np.float64)
+        score = self.ext.published.weighted_max_ema.copy()
         bt = BrokerTick(obs.tick, obs.ts_ms, pct, max_resource_usage(usage, limit, conf), wmax, score, rate, thr,
                         nbund, tot[:, TOPICS], alive)
         return TickResult(bt, decisions, closed, cal_err)

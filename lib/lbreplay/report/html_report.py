@@ -31,7 +31,7 @@ th, td { border: 1px solid #ddd; padding: 4px 10px; text-align: left; vertical-a
 thead th { background: #f3f5f9; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.best { background: #e6f4ea; font-weight: 600; }
-pre.config { margin: 0; font-size: 0.85em; white-space: pre-wrap; max-width: 46em; }
+pre.config { margin: 0; font-size: 0.85em; white-space: pre-wrap; overflow-wrap: anywhere; max-width: 40em; }
 section.plot { margin-top: 12px; }
 """
 
@@ -111,10 +111,18 @@ def build_report(spark: Any, run_ids: list[str], out: str | Path, *, max_points:
     return path
 
 
+def write_report(spark: Any, lake: str, run_ids: list[str], out: str | Path, *,
+                 max_points: int = DEFAULT_MAX_POINTS) -> Path:
+    """Create/refresh the lake's SQL views, then write the report (for the demo and other in-process callers)."""
+    from lbreplay.lake.views import ensure_views
+
+    ensure_views(spark, lake)
+    return build_report(spark, run_ids, out, max_points=max_points)
+
+
 def report_command(runs: list[str], out: str, lake: str, master: str | None = None) -> Path:
     """CLI entry point of ``lbreplay report``: register tables and views, build the report, print its path."""
     from lbreplay.errors import UsageError
-    from lbreplay.lake.views import ensure_views
     from lbreplay.spark import get_spark, lake_path
 
     if not runs:
@@ -123,7 +131,6 @@ def report_command(runs: list[str], out: str, lake: str, master: str | None = No
         raise UsageError("--out: give the HTML file to write")
     lake_abs = lake_path(lake)
     spark = get_spark(lake_abs, master=master)
-    ensure_views(spark, lake_abs)
-    path = build_report(spark, runs, out)
+    path = write_report(spark, lake_abs, runs, out)
     print(str(path))
     return path

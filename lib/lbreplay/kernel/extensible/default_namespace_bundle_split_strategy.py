@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from lbreplay.kernel.bundle_split import _REASONS, NO_REASON, SplitDecision, split_reason_codes, split_thresholds
+from lbreplay.kernel.bundle_split import NO_REASON, REASON_NAMES, SplitDecision, split_reason_codes, split_thresholds
 from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.naming import can_split, format_range
 from lbreplay.kernel.split_algorithms import TopicStats, algorithm_by_name, child_names, split_boundaries
@@ -193,7 +193,7 @@ class DefaultNamespaceBundleSplitStrategy:
                         boundaries=list(cuts),
                         children=child_names(ns, int(lo[i]), int(hi[i]), cuts),
                         algorithm=algorithm,
-                        reason=str(_REASONS[rc]),
+                        reason=REASON_NAMES[rc],
                         unload=False,
                         bundle_row=int(i),
                         details={
