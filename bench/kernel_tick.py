@@ -3,10 +3,10 @@
 A tick is what the leader does once per shedding interval: ``doLoadShedding`` (the strategy plus a
 ``selectBroker`` destination per unload), the automatic split check, and the placement
 (``selectBrokerForAssignment``, with preallocation, through ``modular_load_manager.assign``) of every unloaded
-bundle. Modular strategies run with
-``LeastLongTermMessageRate`` (AvgShedder with its own placement); ``TransferShedder`` runs on the equivalent
-extensible context (the same brokers and bundles as ``BrokerLoadData`` + top-10 ``TopBundlesLoadData``), with the
-extensible split strategy and ``LeastResourceUsageWithWeight`` for placement.
+bundle. Modular strategies run with ``LeastLongTermMessageRate`` (AvgShedder with its own placement);
+``TransferShedder`` runs on the equivalent extensible context (the same brokers and bundles as ``BrokerLoadData``
++ top-10 ``TopBundlesLoadData``), with the extensible split strategy and ``LeastResourceUsageWithWeight`` for
+placement.
 
 Cross-tick state is primed so every timed tick decides (ThresholdShedder's EWMA history, AvgShedder's and
 TransferShedder's hit counts and the extensible split hit counts one short of firing); each repetition starts from a

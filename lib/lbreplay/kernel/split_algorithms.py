@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from lbreplay.errors import InvalidInputError
-from lbreplay.kernel.naming import can_split, format_range, topic_hash
+from lbreplay.kernel.naming import format_range, topic_hash
 
 RANGE_EQUALLY_DIVIDE = "range_equally_divide"
 TOPIC_COUNT_EQUALLY_DIVIDE = "topic_count_equally_divide"
@@ -259,16 +259,16 @@ def apply_split(
     """
     b = np.asarray(namespace_boundaries, dtype=np.int64)
     lo, hi = int(parent_lower), int(parent_upper)
-    if not can_split(lo, hi):
+    if not hi - lo > 1:  # naming.can_split (NamespaceBundleFactory.canSplitBundle)
         raise ValueError(f"bundle {format_range(lo, hi)} can't be split further")
     cuts = sorted(int(x) for x in new_boundaries)
     if not cuts:
         raise ValueError("no split boundaries given")
     if cuts[0] <= lo or cuts[-1] >= hi:
         raise ValueError(f"split boundaries must be strictly inside the key range of bundle {format_range(lo, hi)}")
-    if any(a == c for a, c in zip(cuts[:-1], cuts[1:])):
+    if len(set(cuts)) != len(cuts):
         raise ValueError(f"repeated split boundary for bundle {format_range(lo, hi)}")
-    i = int(np.searchsorted(b, lo, side="left"))
-    if not (i < b.size - 1 and b[i] == lo and b[i + 1] == hi):
+    i = int(b.searchsorted(lo, side="left"))
+    if not (i < b.size - 1 and int(b[i]) == lo and int(b[i + 1]) == hi):
         raise ValueError(f"bundle {format_range(lo, hi)} not found in the namespace layout")
     return np.concatenate([b[: i + 1], np.asarray(cuts, dtype=np.int64), b[i + 1 :]])

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lbreplay.kernel.bundle_split import check_namespace_bundle_split
+from lbreplay.kernel.load_data import derived_cache
 from lbreplay.kernel.modular_load_manager import do_load_shedding
 from lbreplay.kernel.placement import LeaderState, select_broker_for_assignment
 from lbreplay.kernel.policies import NamespacePolicies
@@ -126,17 +127,19 @@ def assign(replay: "Replay", bundles: list[str], obs: "ObservedTick", closed: li
     leader = leader_of(replay)
     policies = policies_of(replay)
     out = []
-    for bundle in bundles:
-        row = row_of.get(bundle)
-        if row is None or replay.layout.owner[row] >= 0:
-            continue
-        broker = select_broker_for_assignment(bundle, ld, replay.conf, replay.placement, leader, policies, replay.rng)
-        ld = replay.ld = ld  # select_broker may insert rows into ld.bundles; the layout stays the source of truth
-        if broker is None:
-            continue
-        replay._set_owner(row, index[broker], obs.tick, obs.ts_ms, closed)
-        out.append(replay._decision(obs, "ASSIGN", bundle, None, broker, "Assignment", {},
-                                    strategy=replay.placement_name))
+    # one derived-value cache for the whole assignment burst (only kernel calls mutate ld inside it)
+    with derived_cache(ld):
+        for bundle in bundles:
+            row = row_of.get(bundle)
+            if row is None or replay.layout.owner[row] >= 0:
+                continue
+            broker = select_broker_for_assignment(bundle, ld, replay.conf, replay.placement, leader, policies,
+                                                  replay.rng)
+            if broker is None:
+                continue
+            replay._set_owner(row, index[broker], obs.tick, obs.ts_ms, closed)
+            out.append(replay._decision(obs, "ASSIGN", bundle, None, broker, "Assignment", {},
+                                        strategy=replay.placement_name))
     return out
 
 
