@@ -226,16 +226,45 @@ def test_frames_cumulative_unloads_match_decisions_and_metrics(spark: Any, frame
 
 
 @pytest.mark.spark
-def test_frames_moves_are_thinned_to_max_moves(spark: Any, runs: ReplayedRuns) -> None:
-    """With max_moves=2 a run keeps every k-th decision by seq (k = ceil(total / 2)), the first one included."""
+def test_frames_downsample_lines_and_thin_moves(spark: Any, frames: ReportFrames, runs: ReplayedRuns) -> None:
+    """max_points=7 over 30 ticks: buckets of ceil(30 / 7) = 5 ticks, 6 points per line, each at its first tick's
+    ts with the mean of its ticks (cumulative counts: the bucket's last value), checked against the full-resolution
+    frames. max_moves=2: every k-th decision by seq (k = ceil(total / 2)), the first one included."""
     from lbreplay.report.frames import load_frames
 
-    small = load_frames(spark, runs.ids, max_points=2000, max_moves=2)
+    small = load_frames(spark, runs.ids, max_points=7, max_moves=2)
     for r in runs.ids:
+        full = frames.cluster_load[frames.cluster_load["run_id"] == r].sort_values("bucket")
+        got = small.cluster_load[small.cluster_load["run_id"] == r].sort_values("bucket")
+        assert list(got["bucket"]) == list(range(6))
+        assert [pd.Timestamp(t) for t in got["ts"]] == [pd.Timestamp(runs.t0 + dt.timedelta(minutes=5 * b))
+                                                        for b in range(6)]
+        expected = [full["std"].iloc[5 * b:5 * b + 5].mean() for b in range(6)]
+        assert np.allclose(got["std"], expected)
+        cum_full = frames.cumulative[frames.cumulative["run_id"] == r].sort_values("bucket")["unloads"].tolist()
+        cum = small.cumulative[small.cumulative["run_id"] == r].sort_values("bucket")["unloads"].tolist()
+        assert cum == [cum_full[5 * b + 4] for b in range(6)]
+        lines = small.broker_usage[small.broker_usage["run_id"] == r].groupby("broker")["bucket"].count()
+        assert lines.max() <= 7 and lines["broker-0:8080"] == 6 and lines["broker-4:8080"] == 4  # gone at tick 20
         seqs = [int(s) for s in small.moves[small.moves["run_id"] == r]["seq"]]
         total = small.moves_total[r]
         k = math.ceil(total / 2)
         assert seqs == list(range(1, total + 1, k)) and len(seqs) <= 2
+
+
+@pytest.mark.spark
+def test_broker_events_joins_leaves_and_rejoins(spark: Any) -> None:
+    """broker_events on hand-made alive rows over ticks 0-5: X is alive at 0-1 and 4-5 (leaves at 2, rejoins at 4),
+    Y first appears at tick 2 (joins), Z is alive throughout (no event); W is alive at 0-2 only and leaves at 3."""
+    from lbreplay.report.frames import broker_events
+
+    alive = {"X": [0, 1, 4, 5], "Y": [2, 3, 4, 5], "Z": list(range(6)), "W": [0, 1, 2]}
+    rows = [("r", b, t, T0 + dt.timedelta(minutes=t), True) for b, ticks in alive.items() for t in ticks]
+    rows.append(("r", "V", 3, T0 + dt.timedelta(minutes=3), False))  # a dead row does not count as alive
+    df = spark.createDataFrame(rows, "run_id STRING, broker STRING, tick BIGINT, ts TIMESTAMP, alive BOOLEAN")
+    got = sorted((r.broker, r.kind, r.tick, r.ts) for r in broker_events(df).collect())
+    m = lambda t: T0 + dt.timedelta(minutes=t)  # noqa: E731
+    assert got == [("W", "leave", 3, m(3)), ("X", "join", 4, m(4)), ("X", "leave", 2, m(2)), ("Y", "join", 2, m(2))]
 
 
 @pytest.mark.spark
@@ -275,6 +304,7 @@ def test_report_renders_in_chromium(browser: Any, report_file: Path, runs: Repla
     plots = {p.div_id: p for p in page.plots}
     assert list(plots) == ["plot-broker_usage", "plot-cluster_load", "plot-cumulative", "plot-moves"]
     img = page.image()
+    assert img.shape[1] == browser.width  # nothing wider than the window (no horizontal scrolling)
     assert img.shape[0] >= max(p.rect[1] + p.rect[3] for p in page.plots) - 1
     for key, plot in plots.items():
         name = key.removeprefix("plot-")

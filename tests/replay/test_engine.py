@@ -5,6 +5,7 @@ from __future__ import annotations
 import zlib
 
 import numpy as np
+import pytest
 
 from lbreplay.kernel.naming import bundle_names, initial_boundaries
 from lbreplay.replay.engine import ObservedTick, Replay, RunSpec, StaticInputs
@@ -135,3 +136,22 @@ def test_extensible_transfer_shedder_transfers_after_hit_count() -> None:
     assert all(d.action == "TRANSFER" and d.target_broker for d in moves)
     assert any(d.source_broker == "broker-0:8080" for d in moves)
     assert replay.strategy_name == "TransferShedder"
+
+
+def test_calibration_fits_per_broker_and_falls_back_when_ill_determined() -> None:
+    """Load model calibration: brokers with spread-out msg rates get their own least-squares fit (a 0.5x broker
+    keeps twice the CPU per message); a broker seen at a nearly constant rate gets the fleet base and a slope
+    through its own mean point instead of a wild extrapolating fit."""
+    from lbreplay.replay.load_model import Calibration
+
+    rng = np.random.default_rng(0)
+    xs = [rng.uniform(50_000, 100_000, 50), rng.uniform(50_000, 100_000, 50), np.full(20, 80_000.0) + rng.normal(0, 200, 20)]
+    true = [(40.0, 0.004), (40.0, 0.008), (40.0, 0.004)]
+    ys = [a + b * x for (a, b), x in zip(true, xs)]
+    ys[2] = ys[2] + rng.normal(0, 5, 20)  # noise dominates the tiny spread: its own fit is meaningless
+    sums = [np.array([len(x) for x in xs])] + [np.array(v) for v in (
+        [x.sum() for x in xs], [y.sum() for y in ys], [(x * x).sum() for x in xs], [(x * y).sum() for x, y in zip(xs, ys)])]
+    cal = Calibration.from_sums(*sums)
+    assert np.allclose(cal.cpu_base[:2], 40.0) and np.allclose(cal.cpu_per_msg[:2], [0.004, 0.008])
+    assert cal.cpu_base[2] == pytest.approx(40.0, rel=1e-6)
+    assert cal.cpu_base[2] + cal.cpu_per_msg[2] * xs[2].mean() == pytest.approx(ys[2].mean(), rel=1e-9)

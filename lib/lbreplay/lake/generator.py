@@ -837,7 +837,8 @@ def generate(spark: Any, lake: str, scenario: str | Path | Mapping[str, Any], cl
         F.col("producers").alias("producer_count"), F.col("consumers").alias("consumer_count"),
     )
     replace_partitions(spark, lake, TOPIC_LOAD, topic_load, where)
-    # row counts hold by construction: every topic and every bundle at every tick, every alive broker-tick
+    # row counts hold by construction: every topic and every bundle with topics at every tick, and every alive
+    # (broker, tick)
     rows = {"topic_load": sc.ticks * sc.topics}
     say(f"topic_load: {rows['topic_load']} rows ({time.time() - t0:.1f}s)")
 
@@ -945,7 +946,7 @@ def generate(spark: Any, lake: str, scenario: str | Path | Mapping[str, Any], cl
             F.round(model.cache_size(F.col("o.thr_in").cast("double"))).cast("long").alias("cache_size"),
         )
         replace_partitions(spark, lake, BUNDLE_LOAD, bundle_load, where)
-        rows["bundle_load"] = sc.ticks * sc.num_bundles
+        rows["bundle_load"] = sc.ticks * int((cal.bundle_topics > 0).sum())  # a bundle without topics has no stats
         say(f"bundle_load: {rows['bundle_load']} rows ({time.time() - t0:.1f}s)")
     finally:
         for cached in (owned, fresh, view):

@@ -674,7 +674,8 @@ def validate(spark: Any, lake: str, cluster: str | None = None) -> ValidationRep
             .agg(F.collect_set("rule").alias("rules"), F.countDistinct("row_json").alias("rows"))
             .collect()
         }
-    elif delta_version(spark, lake, QUARANTINE) is not None:
+    else:
+        ensure_table(spark, lake, QUARANTINE)
         old = spark.read.format("delta").load(table_location(lake, QUARANTINE.name)).where(where)
         if old.limit(1).count():
             replace_partitions(spark, lake, QUARANTINE, rows_frame(spark, QUARANTINE, []), where)

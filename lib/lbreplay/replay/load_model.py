@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 KBIT_PER_BYTE = 8.0 / 1024.0
+MIN_RELATIVE_SPREAD = 0.05  # a per-broker fit needs msg rates varying by >= 5 % (coefficient of variation)
 
 
 @dataclass
@@ -24,16 +25,42 @@ class Calibration:
     cpu_per_msg: np.ndarray  # (B,) % per msg/s
 
     @classmethod
-    def from_sums(cls, n: np.ndarray, sx: np.ndarray, sy: np.ndarray, sxx: np.ndarray, sxy: np.ndarray) -> "Calibration":
-        """Least squares ``y = a + b x`` from per-broker sums; a degenerate fit falls back to the mean ratio."""
+    def from_sums(cls, n: np.ndarray, sx: np.ndarray, sy: np.ndarray, sxx: np.ndarray, sxy: np.ndarray,
+                  min_spread: float = MIN_RELATIVE_SPREAD) -> "Calibration":
+        """Least squares ``y = a + b x`` per broker from per-broker sums.
+
+        A broker's own fit is used where it is well determined: at least 3 samples, msg rates spread by at least
+        ``min_spread`` (coefficient of variation) and a non-negative base and slope. Elsewhere (a broker seen
+        briefly or at a nearly constant rate, whose slope would extrapolate wildly) the fleet's base (median of the well-determined fits) is kept
+        and the slope is set so the model passes through the broker's own mean point, which keeps a slower
+        broker's higher cost per message.
+        """
         n = n.astype(np.float64)
-        den = n * sxx - sx * sx
         with np.errstate(divide="ignore", invalid="ignore"):
-            b = np.where(np.abs(den) > 1e-9, (n * sxy - sx * sy) / den, np.where(sx > 0, sy / sx, 0.0))
-            a = np.where(n > 0, (sy - b * sx) / np.maximum(n, 1.0), 0.0)
-        b = np.where(np.isfinite(b), np.maximum(b, 0.0), 0.0)
-        a = np.where(np.isfinite(a), np.maximum(a, 0.0), 0.0)
-        return cls(cpu_base=a, cpu_per_msg=b)
+            a, b = _fit(n, sx, sy, sxx, sxy)
+            mean_x = np.where(n > 0, sx / np.maximum(n, 1.0), 0.0)
+            mean_y = np.where(n > 0, sy / np.maximum(n, 1.0), 0.0)
+            var_x = np.maximum(np.where(n > 0, sxx / np.maximum(n, 1.0) - mean_x**2, 0.0), 0.0)
+            cv = np.where(mean_x > 0, np.sqrt(var_x) / mean_x, 0.0)
+            ok = (n >= 3) & (cv >= min_spread) & np.isfinite(a) & np.isfinite(b) & (a >= 0) & (b >= 0)
+            if ok.any():
+                a_pool = float(np.median(a[ok]))  # the fleet's base: median of the well-determined fits
+            else:
+                pa, _ = _fit(n.sum(keepdims=True), sx.sum(keepdims=True), sy.sum(keepdims=True),
+                             sxx.sum(keepdims=True), sxy.sum(keepdims=True))
+                a_pool = float(max(pa[0], 0.0)) if np.isfinite(pa[0]) else 0.0
+            base = np.minimum(a_pool, mean_y)
+            slope = np.where(mean_x > 0, (mean_y - base) / mean_x, 0.0)
+        a = np.where(ok, a, base)
+        b = np.where(ok, b, np.maximum(slope, 0.0))
+        return cls(cpu_base=np.nan_to_num(a), cpu_per_msg=np.nan_to_num(b))
+
+
+def _fit(n: np.ndarray, sx: np.ndarray, sy: np.ndarray, sxx: np.ndarray, sxy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    den = n * sxx - sx * sx
+    b = np.where(np.abs(den) > 1e-9, (n * sxy - sx * sy) / den, np.nan)
+    a = (sy - b * sx) / np.maximum(n, 1.0)
+    return a, b
 
 
 def model_usage(

@@ -418,7 +418,7 @@ def write_outputs(spark: Any, lake: str, cluster: str, raw: Any, runs: list[dict
         "run_id", *[F.col("p")[i].alias(f) for i, f in enumerate(bt_fields)])
     bt = bt.select("run_id", F.lit(cluster).alias("cluster"), F.col("tick").cast("bigint").alias("tick"),
                    ms(F.col("ts_ms").cast("double")).alias("ts"), "broker",
-                   *[F.col(f).cast("double").alias(f) for f in bt_fields[3:12]],
+                   *[F.col(f).cast("double").alias(f) for f in bt_fields[3:13]],
                    F.col("num_bundles").cast("bigint").alias("num_bundles"),
                    F.col("num_topics").cast("bigint").alias("num_topics"),
                    F.col("alive").cast("boolean").alias("alive"))
@@ -523,6 +523,12 @@ def execute(
         obs_own = observed_ownership(read_pinned(spark, lake, "bundle_load", versions, cluster), cluster)
     write_outputs(spark, lake, cluster, spark.read.parquet(staging), runs, obs_own)
     _rm(spark, staging)
+    try:
+        from lbreplay.lake.views import ensure_views
+
+        ensure_views(spark, lake)
+    except ImportError:
+        pass
     _progress(quiet, f"done in {time.time() - t0:.1f}s")
     return [r["run_id"] for r in runs]
 
