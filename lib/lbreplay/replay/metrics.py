@@ -35,6 +35,7 @@ class RunMetrics:
         self.open_events: list[tuple[int, float]] = []  # (event ts, target std)
         self.balance_minutes: list[float] = []
         self.left: dict[str, tuple[str, int]] = {}  # bundle -> (broker it left, ts)
+        self.unplaced: dict[str, str] = {}  # bundle unloaded without destination -> broker it left
         self.pending_over: deque[tuple[int, str, int]] = deque()  # (tick placed, broker, ticks left)
         self.over_placement = 0
         self.cal_err_sum = 0.0
@@ -73,14 +74,19 @@ class RunMetrics:
         received: Counter[str] = Counter()
         for d in res.decisions:
             self.counts[d.action] += 1
+            source = d.source_broker
+            if d.action == "UNLOAD" and not d.target_broker and source:
+                self.unplaced[d.bundle] = source  # placed later by an ASSIGN: that completes the move
+            if d.action == "ASSIGN" and not source:
+                source = self.unplaced.pop(d.bundle, None)
             if d.action in ("UNLOAD", "TRANSFER", "ASSIGN") and d.target_broker:
-                if d.source_broker and d.source_broker != d.target_broker:
+                if source and source != d.target_broker:
                     self.counts["bundles_moved"] += 1
                     self.moved_throughput += bundle_throughput.get(d.bundle, 0.0)
                     back = self.left.get(d.bundle)
                     if back and back[0] == d.target_broker and bt.ts_ms - back[1] <= 2 * self.grace_ms:
                         self.counts["ping_pong_moves"] += 1
-                    self.left[d.bundle] = (d.source_broker, bt.ts_ms)
+                    self.left[d.bundle] = (source, bt.ts_ms)
                 received[d.target_broker] += 1
         for broker, n in received.items():
             if n >= 3:
