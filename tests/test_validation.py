@@ -81,7 +81,8 @@ def test_modular_sample_passes_and_status_tracks_changes(spark, lake) -> None:
 
     spark.sql(f"DELETE FROM delta.`{lake}/broker_load` WHERE cluster = 'val_mod' AND broker = 'broker-3:8080'")
     problems = val.validation_problems(spark, lake, "val_mod")
-    assert problems == ["broker_load: changed since validation (validated Delta version %d)" % runs_version(spark, lake, "val_mod")]
+    validated = runs_version(spark, lake, "val_mod")
+    assert problems == [f"broker_load: changed since validation (validated Delta version {validated})"]
     with pytest.raises(InvalidInputError, match="run: lbreplay validate --cluster val_mod") as err:
         val.require_validated(spark, lake, "val_mod")
     assert err.value.exit_code == 3
@@ -107,7 +108,8 @@ def _corrupt_copy(dst: Path) -> None:
         "my-tenant/my-namespace/0xc0000000_0xffffffff"
     )
     f.write_text(json.dumps(doc))
-    shutil.copy(brokers / "broker-1_8080" / "20230802T120205Z.json", brokers / "broker-1_8080" / "20230802T120205Z-again.json")
+    b1 = brokers / "broker-1_8080"
+    shutil.copy(b1 / "20230802T120205Z.json", b1 / "20230802T120205Z-again.json")
 
 
 def _cli(monkeypatch, spark, *args: str) -> int:
@@ -153,17 +155,24 @@ def test_corrupted_copy_exits_3_naming_each_rule(spark, lake, tmp_path: Path, mo
     assert '"msg_rate_in":-5.0' in err and "overlap: starts at 0xb0000000 inside a range ending at 0xc0000000" in err
     last = err.strip().splitlines()[-1]
     assert last.startswith("lbreplay: validation failed: cluster val_bad: 4 rule(s) failed")
-    for rule in ("broker_load.unique_key", "bundle_load.non_negative", "bundle_load.ranges_tile_namespace", "bundle_load.unique_key"):
+    for rule in ("broker_load.unique_key", "bundle_load.non_negative", "bundle_load.ranges_tile_namespace"):
         assert rule in last
 
     q = _rows(spark, lake, "quarantine", "val_bad")
-    counts = {(r["table_name"], r["rule"], r["column_name"]): r["count"] for r in q.groupBy("table_name", "rule", "column_name").count().collect()}
+    grouped = q.groupBy("table_name", "rule", "column_name").count().collect()
+    counts = {(r["table_name"], r["rule"], r["column_name"]): r["count"] for r in grouped}
     assert counts == {(t, r, c): int(n) for t, c, r, n in lines}
     neg = q.where("rule = 'non_negative'").first()
     row = json.loads(neg["row_json"])
-    assert (row["broker"], row["bundle"], row["msg_rate_in"]) == ("broker-2:8080", "my-tenant/my-namespace/0x40000000_0x80000000", -5.0)
+    assert (row["broker"], row["msg_rate_in"]) == ("broker-2:8080", -5.0)
+    assert row["bundle"] == "my-tenant/my-namespace/0x40000000_0x80000000"
     statuses = {r["table_name"]: r["status"] for r in _rows(spark, lake, "validation_runs", "val_bad").collect()}
-    assert statuses == {"broker_load": "failed", "bundle_load": "failed", "bundle_data": "passed", "broker_time_average": "passed"}
+    assert statuses == {
+        "broker_load": "failed",
+        "bundle_load": "failed",
+        "bundle_data": "passed",
+        "broker_time_average": "passed",
+    }
     with pytest.raises(InvalidInputError, match="bundle_load: failed validation"):
         val.require_validated(spark, lake, "val_bad")
 
@@ -174,7 +183,8 @@ def test_generator_style_tables(spark, lake) -> None:
     from lbreplay.lake.tables import BROKER_LOAD, BUNDLE_LOAD, NAMESPACE_POLICY, TOPIC_LOAD, replace_partitions
 
     ts = datetime(2024, 1, 1, 0, 0)
-    res = {f"{r}_{k}": v for r in ("cpu", "memory", "direct_memory", "bandwidth_in", "bandwidth_out") for k, v in (("usage", 10.0), ("limit", 100.0))}
+    res = {f"{r}_usage": 10.0 for r in ("cpu", "memory", "direct_memory", "bandwidth_in", "bandwidth_out")}
+    res.update({k.replace("usage", "limit"): 100.0 for k in res})
     brokers = [
         {"cluster": "gen_bad", "ts": ts, "broker": "b1:8080", **res, "bandwidth_in_limit": 0.0, "msg_rate_in": 5.0},
         {"cluster": "gen_bad", "ts": ts, "broker": "b2:8080", **res, "msg_rate_in": 7.0},
@@ -195,8 +205,10 @@ def test_generator_style_tables(spark, lake) -> None:
         {"cluster": "gen_bad", "ts": ts, "topic": "t/n/b", "namespace": "t/n", "msg_rate_in": 1.0},
     ]
     policies = [
-        {"cluster": "gen_bad", "namespace": "t/n", "initial_boundaries": ["0x00000000", "0x80000000", "0xffffffff"], "num_bundles": 2},
-        {"cluster": "gen_bad", "namespace": "t/m", "initial_boundaries": ["0x00000000", "0x90000000", "0x80000000", "0xffffffff"], "num_bundles": 3},
+        {"cluster": "gen_bad", "namespace": "t/n", "num_bundles": 2,
+         "initial_boundaries": ["0x00000000", "0x80000000", "0xffffffff"]},
+        {"cluster": "gen_bad", "namespace": "t/m", "num_bundles": 3,
+         "initial_boundaries": ["0x00000000", "0x90000000", "0x80000000", "0xffffffff"]},
     ]
     for table, rows in ((BROKER_LOAD, brokers), (BUNDLE_LOAD, bundles), (TOPIC_LOAD, topics), (NAMESPACE_POLICY, policies)):
         replace_partitions(spark, lake, table, ing.rows_frame(spark, table, rows), "cluster = 'gen_bad'")
@@ -211,7 +223,8 @@ def test_generator_style_tables(spark, lake) -> None:
         ("topic_load", "topic_name_format", "topic", 1),
         ("namespace_policy", "boundaries_well_formed", "initial_boundaries", 1),
     }
-    assert {(r.table, r.rule, r.column, r.failing) for r in report.warnings} == {("broker_load", "limit_positive", "bandwidth_in_limit", 1)}
+    warnings = {(r.table, r.rule, r.column, r.failing) for r in report.warnings}
+    assert warnings == {("broker_load", "limit_positive", "bandwidth_in_limit", 1)}
     tiling = next(r for r in report.failures if r.rule == "ranges_tile_namespace")
     assert tiling.samples[0].endswith("<- gap: the last range ends at 0xc0000000, not 0xffffffff")
     boundaries = next(r for r in report.failures if r.rule == "boundaries_well_formed")

@@ -495,7 +495,14 @@ def _top_bundles(node: _Node, src: _Source, cluster: str, out: DumpRows) -> None
         stats = entry.obj("stats")
         assert stats is not None
         out.rows[TOP_BUNDLES_LOAD_DATA.name].append(
-            {"cluster": cluster, "ts": ts, "broker": broker, "position": i, **_bundle_cols(name), **_bundle_stats(stats)}
+            {
+                "cluster": cluster,
+                "ts": ts,
+                "broker": broker,
+                "position": i,
+                **_bundle_cols(name),
+                **_bundle_stats(stats),
+            }
         )
 
 
@@ -524,9 +531,10 @@ def parse_file(path: Path, root: Path, cluster: str, out: DumpRows) -> None:
     shown = str(path)
     rel = path.relative_to(root)
     doc = _load_json(path, shown)
-    if isinstance(doc, dict) and isinstance(doc.get("loadReportType"), str) and doc["loadReportType"] != LOCAL_BROKER_DATA:
+    tag = doc.get("loadReportType") if isinstance(doc, dict) else None
+    if isinstance(tag, str) and tag != LOCAL_BROKER_DATA:
         raise InvalidInputError(
-            f"{shown}: $.loadReportType: unsupported load report type {doc['loadReportType']!r} "
+            f"{shown}: $.loadReportType: unsupported load report type {tag!r} "
             "(only the modular LocalBrokerData and the extensible load manager's data are supported)"
         )
     kind = detect_kind(doc)

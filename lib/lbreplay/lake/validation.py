@@ -220,15 +220,17 @@ def _tiling_build(df: Any, ctx: _Context) -> Any:
     prev = F.max(hi).over(w.rowsBetween(Window.unboundedPreceding, -1))
     nxt = F.lead(lo).over(w)
     valid = lo.isNotNull() & hi.isNotNull()
+    end = F.greatest(hi, F.coalesce(prev, hi))
+
+    def say(*parts: Any) -> Any:
+        return F.concat(*[F.lit(p) if isinstance(p, str) else p for p in parts])
+
     v = (
         F.when(~valid, F.lit(None))
-        .when(prev.isNull() & (lo != 0), F.concat(F.lit("gap: the first range starts at "), _hex(lo), F.lit(", not 0x00000000")))
-        .when(prev.isNotNull() & (lo < prev), F.concat(F.lit("overlap: starts at "), _hex(lo), F.lit(" inside a range ending at "), _hex(prev)))
-        .when(prev.isNotNull() & (lo > prev), F.concat(F.lit("gap: "), _hex(prev), F.lit(" to "), _hex(lo), F.lit(" not covered")))
-        .when(
-            nxt.isNull() & (F.greatest(hi, F.coalesce(prev, hi)) != F.lit(MAX_HASH)),
-            F.concat(F.lit("gap: the last range ends at "), _hex(F.greatest(hi, F.coalesce(prev, hi))), F.lit(", not 0xffffffff")),
-        )
+        .when(prev.isNull() & (lo != 0), say("gap: the first range starts at ", _hex(lo), ", not 0x00000000"))
+        .when(prev.isNotNull() & (lo < prev), say("overlap: starts at ", _hex(lo), " inside a range ending at ", _hex(prev)))
+        .when(prev.isNotNull() & (lo > prev), say("gap: ", _hex(prev), " to ", _hex(lo), " not covered"))
+        .when(nxt.isNull() & (end != F.lit(MAX_HASH)), say("gap: the last range ends at ", _hex(end), ", not 0xffffffff"))
     )
     return df.withColumn("_v_ranges_tile_namespace", v.cast("string"))
 
@@ -251,7 +253,8 @@ def _alive_builder(ref: Table) -> Builder:
 def _consistent_build(df: Any, ctx: _Context) -> Any:
     from pyspark.sql import functions as F
 
-    expected = F.concat(F.col("namespace"), F.lit("/"), _hex(F.col("range_lower")), F.lit("_"), _hex(F.col("range_upper")))
+    lo, hi = _hex(F.col("range_lower")), _hex(F.col("range_upper"))
+    expected = F.concat(F.col("namespace"), F.lit("/"), lo, F.lit("_"), hi)
     bad = F.col("bundle").rlike(BUNDLE_NAME_REGEX) & (expected.isNull() | (expected != F.col("bundle")))
     msg = F.concat(F.lit("namespace/range columns give "), F.coalesce(expected, F.lit("null")))
     return df.withColumn("_v_bundle_name_consistent", F.when(bad, msg))
@@ -296,7 +299,10 @@ def _finite(table: Table) -> list[Rule]:
 
 
 def _limits() -> list[Rule]:
-    rules = [Rule("limit_positive", "between", (f"{r}_limit",), min_value=0, strict_min=True) for r in ("cpu", "memory", "direct_memory")]
+    rules = [
+        Rule("limit_positive", "between", (f"{r}_limit",), min_value=0, strict_min=True)
+        for r in ("cpu", "memory", "direct_memory")
+    ]
     rules += [
         Rule("limit_positive", "between", (f"{r}_limit",), severity="warning", min_value=0, strict_min=True)
         for r in ("bandwidth_in", "bandwidth_out")
@@ -308,7 +314,12 @@ def _bundle_rules() -> list[Rule]:
     return [
         Rule("bundle_name_format", "regex", ("bundle",), regex=BUNDLE_NAME_REGEX),
         Rule("range_lower_lt_upper", "pair", ("range_upper", "range_lower")),
-        Rule("bundle_name_consistent", "flag", ("bundle", "namespace", "range_lower", "range_upper"), build=_consistent_build),
+        Rule(
+            "bundle_name_consistent",
+            "flag",
+            ("bundle", "namespace", "range_lower", "range_upper"),
+            build=_consistent_build,
+        ),
     ]
 
 
@@ -450,7 +461,10 @@ class ValidationReport:
         if self.passed:
             return f"validation passed: cluster {who}, {len(tables)} tables, {len(self.results)} expectations"
         rules = sorted({f"{r.table}.{r.rule}" for r in self.failures})
-        return f"validation failed: cluster {who}: {len(rules)} rule(s) failed: {', '.join(rules)} (rows in lbreplay.quarantine)"
+        return (
+            f"validation failed: cluster {who}: {len(rules)} rule(s) failed: {', '.join(rules)} "
+            "(rows in lbreplay.quarantine)"
+        )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -507,7 +521,8 @@ def _fingerprints(frames: dict[str, Any]) -> dict[tuple[str, str], tuple[int, st
         )
         for name, df in frames.items()
     ]
-    agg = reduce(lambda a, b: a.unionByName(b), parts).groupBy("t", "c").agg(F.count(F.lit(1)).alias("n"), F.sum("h").alias("h"))
+    union = reduce(lambda a, b: a.unionByName(b), parts)
+    agg = union.groupBy("t", "c").agg(F.count(F.lit(1)).alias("n"), F.sum("h").alias("h"))
     return {(r["t"], r["c"]): (int(r["n"]), f"{r['n']}:{r['h']}") for r in agg.collect()}
 
 
@@ -795,5 +810,6 @@ def require_validated(spark: Any, lake: str, cluster: str, tables: Iterable[str]
     problems = validation_problems(spark, lake, cluster, tables)
     if problems:
         raise InvalidInputError(
-            f"cluster {cluster}: input not validated: {'; '.join(problems)} (run: lbreplay validate --cluster {cluster})"
+            f"cluster {cluster}: input not validated: {'; '.join(problems)} "
+            f"(run: lbreplay validate --cluster {cluster})"
         )

@@ -248,7 +248,22 @@ def _ticks_from_stream(path: str, meta: dict[str, Any]) -> Iterator[ObservedTick
 OUT_SCHEMA = "run_id STRING, kind STRING, payload STRING"
 
 
-def run_partition(meta: dict[str, Any], policies_json: dict[str, Any] | None) -> Any:
+PROGRESS_EVERY_TICKS = 25
+
+
+def _write_progress(directory: str | None, key: str, done: int) -> None:
+    """Tasks report ticks replayed through a small file per run slice (local lakes only)."""
+    if not directory:
+        return
+    import os
+
+    tmp = os.path.join(directory, f".{key}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(str(done))
+    os.replace(tmp, os.path.join(directory, key))
+
+
+def run_partition(meta: dict[str, Any], policies_json: dict[str, Any] | None, progress_dir: str | None = None) -> Any:
     """The ``mapInPandas`` function: replays each run spec it receives; yields (run_id, kind, payload JSON)."""
 
     def fn(batches: Iterator[Any]) -> Iterator[Any]:
@@ -289,6 +304,8 @@ def run_partition(meta: dict[str, Any], policies_json: dict[str, Any] | None) ->
                     if obs.tick < spec.tick_start:
                         continue  # warm-up: rebuild the strategies' state, emit nothing
                     ticks += 1
+                    if ticks % PROGRESS_EVERY_TICKS == 0:
+                        _write_progress(progress_dir, f"{spec.run_id}-{spec.tick_start}", ticks)
                     lay = replay.layout
                     thr = {}
                     if res.decisions and lay is not None:
@@ -321,6 +338,7 @@ def run_partition(meta: dict[str, Any], policies_json: dict[str, Any] | None) ->
                 peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # this worker's peak RSS
                 rows.append((spec.run_id, "run_metrics", json.dumps(["task_peak_rss_mb", peak_mb])))
                 rows.append((spec.run_id, "ticks", json.dumps([ticks])))
+                _write_progress(progress_dir, f"{spec.run_id}-{spec.tick_start}", ticks)
                 yield pd.DataFrame(rows, columns=["run_id", "kind", "payload"])
 
     return fn
@@ -514,9 +532,14 @@ def execute(
             spec_rows.append((json.dumps(asdict(base)),))
     policies = _policies_json(spark, lake, cluster, versions)
     rdd = spark.sparkContext.parallelize(spec_rows, numSlices=len(spec_rows))
-    raw = spark.createDataFrame(rdd, "spec STRING").mapInPandas(run_partition(meta, policies), OUT_SCHEMA)
+    progress_dir = None
+    if "://" not in lake:
+        progress_dir = os.path.join(lake, "_progress", uuid.uuid4().hex)
+        os.makedirs(progress_dir, exist_ok=True)
+    raw = spark.createDataFrame(rdd, "spec STRING").mapInPandas(run_partition(meta, policies, progress_dir), OUT_SCHEMA)
     staging = f"{lake}/_staging/{uuid.uuid4().hex}"
-    raw.write.mode("overwrite").parquet(staging)
+    with _ProgressWatcher(progress_dir, total_ticks * len(runs), len(runs), quiet):
+        raw.write.mode("overwrite").parquet(staging)
     _progress(quiet, f"replayed {len(runs)} run(s) in {time.time() - t0:.1f}s; writing tables")
     obs_own = None
     if any(r["mode"] == "observed" for r in runs):
@@ -531,6 +554,50 @@ def execute(
         pass
     _progress(quiet, f"done in {time.time() - t0:.1f}s")
     return [r["run_id"] for r in runs]
+
+
+class _ProgressWatcher:
+    """Polls the tasks' progress files while the replay job runs: ticks replayed, runs done, ETA."""
+
+    def __init__(self, directory: str | None, total_ticks: int, runs: int, quiet: bool):
+        import threading
+
+        from lbreplay.progress import Progress
+
+        self.directory = directory
+        self.progress = Progress(f"replaying {runs} run(s)", total_ticks, "ticks", quiet or directory is None)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _done(self) -> int:
+        total = 0
+        for name in os.listdir(self.directory or "."):
+            if not name.startswith("."):
+                try:
+                    with open(os.path.join(self.directory, name), encoding="utf-8") as fh:
+                        total += int(fh.read() or 0)
+                except (OSError, ValueError):
+                    pass
+        return total
+
+    def _poll(self) -> None:
+        while not self.stop.wait(1.0):
+            self.progress.update(self._done())
+
+    def __enter__(self) -> "_ProgressWatcher":
+        if self.directory:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop.set()
+        if self.directory:
+            self.thread.join(timeout=5)
+            if exc[0] is None:
+                self.progress.finish()
+            import shutil
+
+            shutil.rmtree(self.directory, ignore_errors=True)
 
 
 def _stream_ticks(path: str) -> int:
