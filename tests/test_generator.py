@@ -159,15 +159,17 @@ def test_initial_placement_and_leave_spread_orphans_to_least_loaded() -> None:
 
 
 def test_join_receives_bundles_gradually() -> None:
-    """12 equal bundles on 2 brokers (6, 6); broker 2 joins at tick 1 and with one move per tick gets a
-    bundle from the most loaded broker each tick until the gap is within tolerance: 4, 4, 4 at tick 4."""
+    """12 equal bundles on 2 brokers (6, 6); broker 2 joins at tick 1 empty (it has not reported yet, so it
+    is no destination that tick), then with one move per tick gets a bundle from the most loaded broker until
+    the gap is within tolerance: 4, 4, 4 at tick 5."""
     plan = plan_ownership(np.ones(12), np.ones(3), 2, (Event(1, "join", 1),), 8, RebalanceSpec(max_moves=1))
     counts = [np.bincount(plan.owner_at(t), minlength=3).tolist() for t in range(8)]
-    assert counts[0] == [6, 6, 0]
-    assert counts[1] == [5, 6, 1]  # tie of the two old brokers -> the lowest index gives first
-    assert counts[2] == [5, 5, 2]
-    assert counts[4] == [4, 4, 4] and counts[7] == [4, 4, 4]
+    assert counts[0] == [6, 6, 0] and counts[1] == [6, 6, 0]
+    assert counts[2] == [5, 6, 1]  # tie of the two old brokers -> the lowest index gives first
+    assert counts[3] == [5, 5, 2]
+    assert counts[5] == [4, 4, 4] and counts[7] == [4, 4, 4]
     assert plan.moves == 4
+    assert plan.alive == [(0, 0, 7), (1, 0, 7), (2, 1, 7)]
 
 
 def test_stale_orphans_over_place_on_one_broker() -> None:

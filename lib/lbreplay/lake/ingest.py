@@ -613,12 +613,17 @@ def rows_frame(spark: Any, table: Table, rows: list[dict[str, Any]]) -> Any:
 
 def ingest(spark: Any, lake: str, source: str | Path, cluster: str) -> DumpRows:
     """Read the dumps under ``source`` and replace ``cluster``'s rows in every ingest table (one commit each)."""
-    from lbreplay.lake.tables import replace_partitions
+    from lbreplay.lake.tables import ensure_table, replace_partitions, table_location
 
     dump = read_dumps(source, cluster)
+    where = f"cluster = '{cluster}'"
     for table in INGEST_TABLES:
-        df = rows_frame(spark, table, dump.rows[table.name])
-        replace_partitions(spark, lake, table, df, f"cluster = '{cluster}'")
+        rows = dump.rows[table.name]
+        if not rows:  # only clear old rows (no empty commit, so other clusters' validations stay on the fast path)
+            ensure_table(spark, lake, table)
+            if not spark.read.format("delta").load(table_location(lake, table.name)).where(where).limit(1).count():
+                continue
+        replace_partitions(spark, lake, table, rows_frame(spark, table, rows), where)
     return dump
 
 
