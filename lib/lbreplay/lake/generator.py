@@ -42,6 +42,7 @@ import numpy as np
 import yaml
 
 from lbreplay.errors import UsageError
+from lbreplay.kernel import naming
 from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.naming import LAST_BOUNDARY, format_range
 from lbreplay.kernel.version_profile import profile_for
@@ -415,8 +416,7 @@ def initial_boundaries(num_bundles: int) -> list[int]:
     """``PoliciesUtil.getBundles(numBundles)``: ``seg = 2^32 // N``; ``[0, seg, ..., (N-1)*seg, 0xffffffff]``."""
     if num_bundles <= 0:
         raise UsageError("number of bundles must be > 0")
-    seg = (1 << 32) // num_bundles
-    return [i * seg for i in range(num_bundles)] + [LAST_BOUNDARY]
+    return [int(b) for b in naming.initial_boundaries(num_bundles)]
 
 
 def namespace_names(count: int) -> list[str]:
