@@ -63,6 +63,13 @@ def test_closed_loop_threshold_sheds_from_the_hot_broker(spark: Any, lake: str, 
 def test_ownership_answers_who_owned_a_bundle_at_a_time(spark: Any, lake: str, runs: dict[str, str]) -> None:
     """The documented point-in-time query returns exactly one owner per bundle at any tick."""
     spark.read.format("delta").load(f"{lake}/ownership").createOrReplaceTempView("own_t")
+    try:
+        _check_point_in_time(spark, runs)
+    finally:
+        spark.catalog.dropTempView("own_t")
+
+
+def _check_point_in_time(spark: Any, runs: dict[str, str]) -> None:
     rows = spark.sql(f"""
         SELECT bundle, broker FROM own_t
         WHERE run_id = '{runs['threshold']}' AND bundle = 'tenant/ns/0x00000000_0x10000000'
