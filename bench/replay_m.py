@@ -75,7 +75,7 @@ def main() -> None:
     R.prepare(spark, lake, cluster, versions)
     prep = time.time() - t0
     t0 = time.time()
-    R.execute(spark, lake, cluster, [(pulsar, replay)], run_ids=["bench-single"], quiet=True)
+    R.execute(spark, lake, cluster, [(pulsar, replay)], run_ids=["bench-single"], quiet=False)  # phases on stderr
     e2e_warm = time.time() - t0
     _, meta = R.prepare(spark, lake, cluster, versions)
     kern, decisions = kernel_only(meta, pulsar, replay)
@@ -83,17 +83,6 @@ def main() -> None:
     emit(step="closed-loop", size=args.size, ticks=R._stream_ticks(meta["stream"]), decisions=decisions,
          end_to_end_s=round(e2e, 1), stream_prep_s=round(prep, 1), kernel_only_s=round(kern, 1),
          budget_s=round(3 * kern + 60, 1), within_budget=e2e <= 3 * kern + 60)
-    if not args.skip_sweep:
-        specs = expand_grid(str(REPO / "conf" / "grids" / "threshold-sweep.yaml"))
-        t0 = time.time()
-        R.execute(spark, lake, cluster, specs, quiet=True)
-        sweep = time.time() - t0
-        t0 = time.time()
-        for i, spec in enumerate(specs):
-            R.execute(spark, lake, cluster, [spec], run_ids=[f"bench-seq-{i}"], quiet=True)
-        seq = time.time() - t0
-        emit(step="sweep", runs=len(specs), sweep_s=round(sweep, 1), sequential_s=round(seq, 1),
-             ratio=round(sweep / seq, 3), target=0.6, within_target=sweep / seq <= 0.6)
     if not args.skip_memory:
         peaks = {}
         for label, ticks in (("base", 360), ("doubled", 720)):
@@ -106,6 +95,20 @@ def main() -> None:
                 f"run_id = 'bench-{name}' AND metric = 'task_peak_rss_mb'").first()[0]
         emit(step="memory", base_ticks=360, doubled_ticks=720, peak_rss_mb_base=peaks["base"],
              peak_rss_mb_doubled=peaks["doubled"], ratio=round(peaks["doubled"] / peaks["base"], 3), target=1.5)
+    if not args.skip_sweep:
+        specs = expand_grid(str(REPO / "conf" / "grids" / "threshold-sweep.yaml"))
+        t0 = time.time()
+        R.execute(spark, lake, cluster, specs, quiet=True)
+        sweep = time.time() - t0
+        emit(step="sweep-parallel", runs=len(specs), seconds=round(sweep, 1))
+        t0 = time.time()
+        for i, spec in enumerate(specs):
+            t1 = time.time()
+            R.execute(spark, lake, cluster, [spec], run_ids=[f"bench-seq-{i}"], quiet=True)
+            emit(step="sweep-sequential-run", run=i, seconds=round(time.time() - t1, 1))
+        seq = time.time() - t0
+        emit(step="sweep", runs=len(specs), sweep_s=round(sweep, 1), sequential_s=round(seq, 1),
+             ratio=round(sweep / seq, 3), target=0.6, within_target=sweep / seq <= 0.6)
     emit(step="driver", driver_peak_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1))
 
 

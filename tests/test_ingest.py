@@ -12,6 +12,7 @@ import pytest
 
 from lbreplay.errors import InvalidInputError, UsageError
 from lbreplay.lake import ingest as ing
+from tests.dump_days import shift_dumps
 
 REPO = Path(__file__).resolve().parents[1]
 MODULAR = REPO / "data" / "samples" / "modular-3brokers"
@@ -294,6 +295,97 @@ def test_bad_files_are_errors(tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# data-interval flags (--since / --until), pure Python
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2023-08-02", _utc(2023, 8, 2)),  # a date is its midnight UTC
+        ("2023-08-02T12:00:00Z", _utc(2023, 8, 2, 12)),
+        ("2023-08-02T00:00:00+00:00", _utc(2023, 8, 2)),  # Airflow's ``data_interval_start | ts``
+        ("2023-08-02T14:30:00+02:00", _utc(2023, 8, 2, 12, 30)),  # offsets convert to UTC
+        ("2023-08-02 12:00", _utc(2023, 8, 2, 12)),  # no offset means UTC
+        ("20230802T120000Z", _utc(2023, 8, 2, 12)),
+    ],
+)
+def test_window_bounds_are_iso_8601_utc(text: str, expected: datetime) -> None:
+    """Issue 5 item 3: the DAG passes its data interval as ISO-8601 timestamps; dates and offsets are accepted."""
+    from lbreplay.lake.window import parse_instant
+
+    assert parse_instant(text, "--since") == expected
+
+
+def test_window_empty_inverted_or_malformed_names_the_flag() -> None:
+    """[since, until) must be non-empty: equal or inverted bounds, or a non-ISO value, are usage errors (exit 2)
+    naming the flags; no flags at all means no window."""
+    from lbreplay.lake.window import window_from_flags
+
+    flags = ("--since", "--until")
+    assert window_from_flags(None, None, flags) is None
+    for since, until in (("2023-08-02", "2023-08-02T00:00:00Z"), ("2023-08-03", "2023-08-02")):
+        with pytest.raises(UsageError, match=r"--until .* must be later than --since .*empty") as err:
+            window_from_flags(since, until, flags)
+        assert err.value.exit_code == 2
+    with pytest.raises(UsageError, match="--since 'yesterday': expected an ISO-8601"):
+        window_from_flags("yesterday", None, flags)
+
+
+def test_window_predicate_bounds_ts_and_the_date_partitions() -> None:
+    """The replaceWhere / read predicate: ts in [since, until) plus the UTC days it touches (an until at midnight
+    excludes that day; one at noon includes it); an open side adds no bound."""
+    from lbreplay.lake.window import window_from_flags
+
+    day = window_from_flags("2023-08-02", "2023-08-03")
+    assert day.predicate() == (
+        "ts >= TIMESTAMP '2023-08-02T00:00:00Z' AND date >= DATE '2023-08-02' AND "
+        "ts < TIMESTAMP '2023-08-03T00:00:00Z' AND date <= DATE '2023-08-02'"
+    )
+    noon = window_from_flags(None, "2023-08-03T12:00:00Z")
+    assert noon.predicate() == "ts < TIMESTAMP '2023-08-03T12:00:00Z' AND date <= DATE '2023-08-03'"
+    assert day.to_json() == {"from": "2023-08-02T00:00:00Z", "to": "2023-08-03T00:00:00Z"}
+    assert day.contains(datetime(2023, 8, 2, 23, 59)) and not day.contains(_utc(2023, 8, 3))
+
+
+def test_in_window_keeps_only_the_window_ticks() -> None:
+    """Modular sample, window [12:01, 12:02): the 12:01 tick only — 3 LocalBrokerData rows and their 8 lastStats
+    bundles (3+3+2); BundleData / TimeAverageBrokerData (written 12:02:45) are outside. A window before the sample
+    is a usage error naming the flags."""
+    from lbreplay.lake.window import window_from_flags
+
+    dump = ing.read_dumps(MODULAR, "c1")
+    kept = ing.in_window(dump, window_from_flags("2023-08-02T12:01:00Z", "2023-08-02T12:02:00Z",
+                                                 ("--since", "--until")), MODULAR)
+    assert {k: len(v) for k, v in kept.rows.items() if v} == {"broker_load": 3, "bundle_load": 8}
+    assert {r["ts"] for rows in kept.rows.values() for r in rows} == {_utc(2023, 8, 2, 12, 1)}
+    assert kept.outside == 9 + 25 + 9 + 3 - 11
+    with pytest.raises(UsageError, match=r"--since/--until: no snapshot .* falls in \[2023-08-01T00:00:00Z"):
+        ing.in_window(dump, window_from_flags("2023-08-01", "2023-08-02", ("--since", "--until")), MODULAR)
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["ingest", "--source", str(MODULAR), "--cluster", "c1", "--since", "2023-08-03", "--until", "2023-08-02"],
+         "--until"),
+        (["replay", "--cluster", "c1", "--from", "2023-08-02", "--to", "2023-08-02"], "--to"),
+        (["sweep", "--cluster", "c1", "--grid", "x.yaml", "--from", "not-a-time"], "--from"),
+    ],
+)
+def test_cli_window_errors_exit_2_before_spark(argv: list[str], flag: str, tmp_path: Path) -> None:
+    """DESIGN.md §3 exit codes: a bad window is a usage error (2) with a one-line reason naming the flag, reported
+    before any Spark session starts (the lake stays untouched)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "lbreplay.cli", *argv, "--lake", str(tmp_path / "lake")],
+                         capture_output=True, text=True)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.startswith("lbreplay: ") and flag in out.stderr
+    assert not (tmp_path / "lake").exists()
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # Spark
 
 
@@ -371,3 +463,56 @@ def test_reingest_replaces_the_cluster(spark, lake, tmp_path: Path) -> None:
     assert n("broker_load", "ing_re") == 0 and n("bundle_load", "ing_re") == 0
     assert n("broker_load_data_ext", "ing_re") == 9 and n("top_bundles_load_data", "ing_re") == 25
     assert n("broker_load", "ing_other") == 3
+
+
+def test_ingest_window_replaces_only_its_days(spark, lake, tmp_path: Path) -> None:
+    """Issue 5 item 3 (idempotent daily tasks): a source holding two days of the modular sample, ingested one day
+    at a time with --since/--until, keeps both days (9 broker rows, 25 bundle rows, 9 BundleData per day); re-ingesting
+    day 1 from a smaller dump (broker-1 only) replaces day 1 and leaves day 2; a mid-day window replaces only its
+    ticks (one broker's report at 12:01 of day 2). Each ingest is one commit per table."""
+    from chispa import assert_df_equality
+    from delta.tables import DeltaTable
+    from lbreplay.lake.window import window_from_flags
+    from pyspark.sql import functions as F
+
+    cluster = "ing_win"
+    both = tmp_path / "both"
+    shutil.copytree(MODULAR, both)
+    shift_dumps(MODULAR, both, 1)
+    day1 = window_from_flags("2023-08-02", "2023-08-03", ("--since", "--until"))
+    day2 = window_from_flags("2023-08-03T00:00:00Z", "2023-08-04T00:00:00Z", ("--since", "--until"))
+
+    def per_day(name: str):
+        df = spark.read.format("delta").load(f"{lake}/{name}").where(F.col("cluster") == cluster)
+        return df.groupBy("date").agg(F.count(F.lit(1)).alias("n")).orderBy("date")
+
+    def expect(rows: list[tuple[date, int]]):
+        return spark.createDataFrame(rows, "date DATE, n BIGINT")
+
+    def check(name: str, rows: list[tuple[date, int]]) -> None:
+        assert_df_equality(per_day(name), expect(rows), ignore_nullable=True, ignore_metadata=True)
+
+    ing.ingest(spark, lake, both, cluster, day1)
+    check("broker_load", [(date(2023, 8, 2), 9)])
+    version = DeltaTable.forPath(spark, f"{lake}/broker_load").history(1).first()["version"]
+    ing.ingest(spark, lake, both, cluster, day2)
+    check("broker_load", [(date(2023, 8, 2), 9), (date(2023, 8, 3), 9)])
+    check("bundle_load", [(date(2023, 8, 2), 25), (date(2023, 8, 3), 25)])
+    check("bundle_data", [(date(2023, 8, 2), 9), (date(2023, 8, 3), 9)])
+    last = DeltaTable.forPath(spark, f"{lake}/broker_load").history(1).first()
+    assert last["version"] == version + 1
+    assert "ts" in last["operationParameters"]["predicate"] and "date" in last["operationParameters"]["predicate"]
+
+    one = tmp_path / "broker1"
+    shutil.copytree(both / "loadbalance" / "brokers" / "broker-1_8080", one)
+    ing.ingest(spark, lake, one, cluster, day1)  # day 1 now only broker-1's 3 reports; its BundleData cleared
+    check("broker_load", [(date(2023, 8, 2), 3), (date(2023, 8, 3), 9)])
+    check("bundle_data", [(date(2023, 8, 3), 9)])
+
+    # [12:01, 12:02) of day 2 from broker-1's dump: that tick drops to 1 broker row, 12:00 and 12:02 keep 3 each
+    ing.ingest(spark, lake, one, cluster,
+               window_from_flags("2023-08-03T12:01:00Z", "2023-08-03T12:02:00Z", ("--since", "--until")))
+    check("broker_load", [(date(2023, 8, 2), 3), (date(2023, 8, 3), 7)])
+    check("bundle_data", [(date(2023, 8, 3), 9)])  # written 12:02:45, outside the window: untouched
+    bl = spark.read.format("delta").load(f"{lake}/broker_load").where(F.col("cluster") == cluster)
+    assert [r.broker for r in bl.where("ts = '2023-08-03 12:01:00'").collect()] == ["broker-1:8080"]

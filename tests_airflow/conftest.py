@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # stdlib-only helpers of tests/ (tests.dump_days); lbreplay itself is not installed here
 DAGS = REPO / "airflow" / "dags"
 PROJECT_VENV = REPO / ".venv"
 

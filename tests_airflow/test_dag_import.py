@@ -37,14 +37,19 @@ def dag() -> Any:
     return bag.dags["lbreplay_daily"]
 
 
-def _render(task: Any, dag: Any, field: str, *, day: dt.datetime, params: dict[str, Any]) -> Any:
-    """Render one templated operator field with the context a run of the data interval ``day`` would see."""
+def _render(task: Any, dag: Any, field: str, *, day: dt.datetime, params: dict[str, Any],
+            interval: bool = True) -> Any:
+    """Render one templated operator field with the context a run of the data interval ``day`` would see
+    (``interval=False``: a manual run without a logical date, whose context has no data_interval_* keys)."""
+    from airflow.sdk.execution_time.context import MacrosAccessor
+
     context = {
         "params": params,
-        "data_interval_start": day,
-        "data_interval_end": day + dt.timedelta(days=1),
+        "macros": MacrosAccessor(),
         "dag_run": type("Run", (), {"run_after": day + dt.timedelta(days=1)})(),
     }
+    if interval:
+        context.update({"data_interval_start": day, "data_interval_end": day + dt.timedelta(days=1)})
     return task.render_template(getattr(task, field), context, jinja_env=dag.get_template_env())
 
 
@@ -135,20 +140,23 @@ def test_tasks_are_spark_submits_of_the_project_jobs(dag: Any) -> None:
 
 
 def test_arguments_carry_the_data_interval_in_run_ids(dag: Any) -> None:
-    """Run ids and the report path are keyed by the interval's day, so re-running a day replaces it."""
+    """Issue 5 item 3: every data task gets the data interval as flags (ingest --since/--until, replay and sweep
+    --from/--to, ISO-8601 UTC); run ids and the report path are keyed by the interval's day, so re-running a day
+    replaces it."""
     day = dt.datetime(2023, 8, 2, tzinfo=dt.timezone.utc)
     params = {"lake": "/lake", "reports_dir": ""}
     args = {s: _render(dag.get_task(f"{CLUSTER}.{s}"), dag, "application_args", day=day, params=params)
             for s in STEPS}
+    start, end = "2023-08-02T00:00:00+00:00", "2023-08-03T00:00:00+00:00"
     assert args["ingest"] == ["--source", str(REPO / "data/samples/modular-3brokers"), "--cluster", CLUSTER,
-                              "--lake", "/lake"]
+                              "--since", start, "--until", end, "--lake", "/lake"]
     assert args["validate"] == ["--cluster", CLUSTER, "--lake", "/lake"]
     assert args["replay_baseline"] == [
         "--cluster", CLUSTER, "--broker-conf", str(REPO / "airflow/conf/sample-modular-broker.conf"),
-        "--run-id", "baseline-sample-modular-20230802", "--lake", "/lake"]
+        "--run-id", "baseline-sample-modular-20230802", "--from", start, "--to", end, "--lake", "/lake"]
     assert args["sweep_candidates"] == [
         "--cluster", CLUSTER, "--grid", str(REPO / "airflow/conf/candidates.yaml"),
-        "--run-id-prefix", "sweep-sample-modular-20230802", "--lake", "/lake"]
+        "--run-id-prefix", "sweep-sample-modular-20230802", "--from", start, "--to", end, "--lake", "/lake"]
     # candidates.yaml: 2 thresholds x 2 placement strategies = 4 sweep runs, numbered from 01
     assert args["report"] == [
         "--runs", "baseline-sample-modular-20230802," + ",".join(f"sweep-sample-modular-20230802-0{i}" for i in range(1, 5)),
@@ -157,6 +165,16 @@ def test_arguments_carry_the_data_interval_in_run_ids(dag: Any) -> None:
                     day=dt.datetime(2023, 8, 3, tzinfo=dt.timezone.utc),
                     params={"lake": "/lake", "reports_dir": "/reports"})
     assert other[3] == "/reports/sample-modular/lbreplay-sample-modular-20230803.html"
+
+
+def test_run_without_data_interval_covers_the_day_before_run_after(dag: Any) -> None:
+    """A manual run with no logical date has no data_interval_* in its context (the DAG's StrictUndefined would
+    reject a bare reference): its tasks cover [run_after - 1 day, run_after), and its run ids name that day."""
+    day = dt.datetime(2023, 8, 2, tzinfo=dt.timezone.utc)
+    args = _render(dag.get_task(f"{CLUSTER}.sweep_candidates"), dag, "application_args", day=day,
+                   params={"lake": "/lake", "reports_dir": ""}, interval=False)
+    assert args[-7:] == ["sweep-sample-modular-20230802", "--from", "2023-08-02T00:00:00+00:00",
+                         "--to", "2023-08-03T00:00:00+00:00", "--lake", "/lake"]
 
 
 def test_spark_connection_builds_the_submit_command(dag: Any) -> None:

@@ -2,13 +2,17 @@
 
 For each cluster listed in ``airflow/conf/clusters.yaml`` (a task group named after the cluster):
 
-1. ``ingest``          ``jobs/ingest.py --source <dump dir> --cluster C`` (replaces the cluster's input rows);
+1. ``ingest``          ``jobs/ingest.py --source <dump dir> --cluster C --since <start> --until <end>``
+                        (loads the interval's snapshots, replacing only the cluster's rows in the interval);
 2. ``validate``        ``jobs/validate.py --cluster C`` (fails the run on bad input: exit code 3);
 3. ``replay_baseline`` ``jobs/replay.py --cluster C --broker-conf <the cluster's own broker.conf>
-                        --run-id baseline-C-<day>``;
-4. ``sweep_candidates`` ``jobs/sweep.py --cluster C --grid <candidates> --run-id-prefix sweep-C-<day>``
-                        (run ids ``sweep-C-<day>-01`` ... one per grid point);
+                        --run-id baseline-C-<day> --from <start> --to <end>``;
+4. ``sweep_candidates`` ``jobs/sweep.py --cluster C --grid <candidates> --run-id-prefix sweep-C-<day>
+                        --from <start> --to <end>`` (run ids ``sweep-C-<day>-01`` ... one per grid point);
 5. ``report``          ``jobs/report.py --runs <baseline>,<sweep runs> --out <reports>/C/lbreplay-C-<day>.html``.
+
+``<start>`` / ``<end>`` are the run's data interval (``data_interval_start`` / ``data_interval_end``, ISO-8601
+UTC); a run without one (a manual run with no logical date) covers the day before its ``run_after``.
 
 Every step is a ``SparkSubmitOperator`` (apache-airflow-providers-apache-spark) running the project's
 ``jobs/*.py`` with the project's own ``spark-submit`` and Python (pyspark 4.1 lives in the project's
@@ -18,9 +22,10 @@ virtual environment, not in Airflow's): the ``spark_default`` connection names t
 project's jar cache when it has them (``~/.cache/lbreplay/jars/<artifact>.txt``, written by
 ``lbreplay.warm``), else from ``--packages`` through the cache's Ivy settings.
 
-Idempotent: run ids derive from the data interval (``<day>`` = ``data_interval_start`` as YYYYMMDD), a run's
-output rows are replaced as a whole when it is re-run, ingest replaces the cluster's input rows, and the
-report file is overwritten. The data interval is one UTC day ending at the run's trigger time.
+Idempotent: run ids derive from the data interval (``<day>`` = ``<start>`` as YYYYMMDD), a run's output rows
+are replaced as a whole when it is re-run, ingest replaces only the interval's input rows (so day D's run keeps
+day D-1's inputs), the replays read only the interval's ticks, and the report file is overwritten. The data
+interval is one UTC day ending at the run's trigger time.
 
 The embedded lake keeps its catalog in an embedded Derby database that admits one Spark driver at a
 time, so the DAG runs one task at a time (``max_active_tasks=1``); with a shared metastore raise it.
@@ -56,8 +61,15 @@ SPARK_CONN_ID = os.environ.get("LBREPLAY_SPARK_CONN_ID", "spark_default")
 DELTA_PACKAGE = "io.delta:delta-spark_4.1_2.13:4.4.0"
 CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
-# The day a run covers; also the suffix of its run ids (re-running a day replaces that day's runs).
-DAY = "{{ (data_interval_start or dag_run.run_after) | ds_nodash }}"
+# The data interval [START, END) every task gets as flags; a run without one (a manual run with no logical date:
+# the keys are then absent, and the DAG's StrictUndefined rejects a bare `or`) covers the day before run_after.
+# START's day is the suffix of the run ids (re-running a day replaces that day's runs).
+_START = ("(data_interval_start if data_interval_start is defined and data_interval_start "
+          "else dag_run.run_after - macros.timedelta(days=1))")
+_END = "(data_interval_end if data_interval_end is defined and data_interval_end else dag_run.run_after)"
+START = "{{ %s | ts }}" % _START
+END = "{{ %s | ts }}" % _END
+DAY = "{{ %s | ds_nodash }}" % _START
 LAKE = "{{ params.lake }}"
 REPORTS = "{{ params.reports_dir or (params.lake ~ '/reports') }}"
 
@@ -195,15 +207,17 @@ def lbreplay_daily() -> None:
             baseline_id = f"baseline-{cluster}-{DAY}"
             sweep_prefix = f"sweep-{cluster}-{DAY}"
             sweep_ids = [f"{sweep_prefix}-{i:02d}" for i in range(1, grid_size(spec["grid"]) + 1)]
+            window = ["--from", START, "--to", END]
             baseline_args = ["--cluster", cluster, "--broker-conf", spec["broker_conf"], "--run-id", baseline_id]
             if spec.get("config"):
                 baseline_args += ["--config", spec["config"]]
-            ingest = submit("ingest", "ingest", cluster, ["--source", spec["source"], "--cluster", cluster])
+            ingest = submit("ingest", "ingest", cluster,
+                            ["--source", spec["source"], "--cluster", cluster, "--since", START, "--until", END])
             validate = submit("validate", "validate", cluster, ["--cluster", cluster])
-            baseline = submit("replay_baseline", "replay", cluster, baseline_args)
+            baseline = submit("replay_baseline", "replay", cluster, [*baseline_args, *window])
             sweep = submit(
                 "sweep_candidates", "sweep", cluster,
-                ["--cluster", cluster, "--grid", spec["grid"], "--run-id-prefix", sweep_prefix],
+                ["--cluster", cluster, "--grid", spec["grid"], "--run-id-prefix", sweep_prefix, *window],
             )
             report = submit(
                 "report", "report", cluster,

@@ -19,6 +19,9 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="Replay and w
 LakeOpt = typer.Option(DEFAULT_LAKE, "--lake", help="Lake location (directory or storage URI).")
 MasterOpt = typer.Option(None, "--master", help="Spark master (default local[*]; spark-submit's wins).")
 QuietOpt = typer.Option(False, "--quiet", help="No progress output.")
+_TS = "ISO-8601 UTC timestamp or date, e.g. 2023-08-02 or 2023-08-02T00:00:00Z"
+FromOpt = typer.Option(None, "--from", help=f"Replay only ticks at or after this time ({_TS}).")
+ToOpt = typer.Option(None, "--to", help=f"Replay only ticks before this time ({_TS}).")
 
 
 @app.command()
@@ -41,13 +44,16 @@ def generate(
 def ingest(
     source: Path = typer.Option(..., "--source", help="Directory of Pulsar load-report JSON dumps."),
     cluster: str = typer.Option(..., "--cluster"),
+    since: Optional[str] = typer.Option(
+        None, "--since", help=f"Only snapshots at or after this time; replaces only the window's rows ({_TS})."),
+    until: Optional[str] = typer.Option(None, "--until", help=f"Only snapshots before this time ({_TS})."),
     lake: str = LakeOpt,
     master: Optional[str] = MasterOpt,
 ) -> None:
     """Load real Pulsar dumps (LocalBrokerData, BundleData, TimeAverageBrokerData, BrokerLoadData, TopBundlesLoadData)."""
     from lbreplay.lake.ingest import ingest_command
 
-    ingest_command(source=source, cluster=cluster, lake=lake, master=master)
+    ingest_command(source=source, cluster=cluster, lake=lake, master=master, since=since, until=until)
 
 
 @app.command()
@@ -95,6 +101,8 @@ def replay(
     mode: Optional[str] = typer.Option(None, "--mode", help="closed-loop (what-if) or observed (audit)."),
     run_id: Optional[str] = typer.Option(None, "--run-id", help="Run id (default: derived from inputs+config+seed)."),
     seed: Optional[int] = typer.Option(None, "--seed"),
+    from_: Optional[str] = FromOpt,
+    to: Optional[str] = ToOpt,
     lake: str = LakeOpt,
     master: Optional[str] = MasterOpt,
     quiet: bool = QuietOpt,
@@ -102,7 +110,7 @@ def replay(
     """One replay run; prints the run id."""
     from lbreplay.replay.spark_replay import replay_command
 
-    replay_command(cluster, config, broker_conf, set_, mode, run_id, seed, lake, master, quiet)
+    replay_command(cluster, config, broker_conf, set_, mode, run_id, seed, lake, master, quiet, window=(from_, to))
 
 
 @app.command()
@@ -113,6 +121,8 @@ def sweep(
     run_id_prefix: Optional[str] = typer.Option(
         None, "--run-id-prefix",
         help="Name the runs PREFIX-01, PREFIX-02 ... in grid order (default: ids derived from inputs+config+seed)."),
+    from_: Optional[str] = FromOpt,
+    to: Optional[str] = ToOpt,
     lake: str = LakeOpt,
     master: Optional[str] = MasterOpt,
     quiet: bool = QuietOpt,
@@ -120,7 +130,7 @@ def sweep(
     """Many replay runs (a grid of configs) in parallel Spark tasks; prints the run ids."""
     from lbreplay.replay.spark_replay import sweep_command
 
-    sweep_command(cluster, grid, seed, lake, master, quiet, run_id_prefix=run_id_prefix)
+    sweep_command(cluster, grid, seed, lake, master, quiet, run_id_prefix=run_id_prefix, window=(from_, to))
 
 
 @app.command()

@@ -103,6 +103,17 @@ def lake_path(lake: str | os.PathLike[str] = DEFAULT_LAKE) -> str:
     return str(Path(text).expanduser().resolve())
 
 
+def default_driver_memory() -> str:
+    """Heap of the embedded (local-mode) session, whose driver is also the executor: a quarter of the machine's
+    memory, 1-8 GiB. Spark's own default (1g) is too small for M-size tick streams (``spark.driver.memory``;
+    ``conf`` or spark-submit's ``--driver-memory`` override it)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return "2g"
+    return f"{max(1, min(8, total // (4 * 1024 ** 3)))}g"
+
+
 def configure_lbreplay(builder: Any, lake: str, *, master: str | None = None, conf: dict[str, str] | None = None) -> Any:
     """Decorate a ``SparkSession.Builder`` with Delta, the lake's catalog and lbreplay's defaults."""
     from pyspark import SparkContext
@@ -132,6 +143,7 @@ def configure_lbreplay(builder: Any, lake: str, *, master: str | None = None, co
         )
     if not under_submit:
         settings["spark.master"] = master or "local[*]"
+        settings["spark.driver.memory"] = default_driver_memory()
         settings.update(delta_jar_conf())
     elif master:
         settings["spark.master"] = master

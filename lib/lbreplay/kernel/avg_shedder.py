@@ -34,6 +34,8 @@ from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.load_data import LoadData
 from lbreplay.kernel.resource_usage import weighted_max_usage
 from lbreplay.kernel.selection import (
+    OwnedCandidates,
+    ShedderReport,
     SkipReasons,
     population_std,
     ranked_candidates,
@@ -50,15 +52,14 @@ LOW_REASON = "score difference above low threshold"
 SKIPS = ("NoBrokers", "Balanced", "HitCount", "MinUnload", "NoCandidates")
 
 
-class AvgShedder:
+class AvgShedder(ShedderReport):
     """``AvgShedder`` with hit counts and pending targets as threaded state."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.hit_count_high: dict[str, int] = {}
         self.hit_count_low: dict[str, int] = {}
         self.pending_targets: dict[str, str] = {}  # bundle name -> planned destination broker id
-        self._stats: dict[str, Any] = {}
-        self._skip: str | None = None
 
     # --- shedding ---------------------------------------------------------------------------------
     def find_bundles_for_unloading(self, ld: LoadData, conf: PulsarConfig) -> list[Unload]:
@@ -87,13 +88,12 @@ class AvgShedder:
             self.hit_count_high.clear()
             self.hit_count_low.clear()
             skip.note("NoBrokers" if len(brokers) == 0 else "Balanced")
-            self._skip = skip.reason()
             self._stats["pairs"] = []
-            return []
+            return self._finish([], skip)
         self._stats["pairs"] = [[brokers.ids[lo], brokers.ids[hi]] for lo, hi in pairs]
 
         out: list[Unload] = []
-        candidates: np.ndarray | None = None
+        candidates: OwnedCandidates | None = None
         for lo, hi in pairs:
             lo_id, hi_id = brokers.ids[lo], brokers.ids[hi]
             # computeIfAbsent(..., 0) in the check: absent counts become explicit zeros.
@@ -113,10 +113,9 @@ class AvgShedder:
                 table.pop(hi_id, None)
             reason = HIGH_REASON if fired_high else LOW_REASON
             if candidates is None:
-                candidates = ld.shedding_candidates()
+                candidates = OwnedCandidates(ld)
             out.extend(self._select_for_pair(ld, conf, hi, lo, scores, candidates, reason, skip))
-        self._skip = None if out else skip.reason()
-        return out
+        return self._finish(out, skip)
 
     def _find_broker_pairs(
         self, ids: list[str], order: list[int], scores: np.ndarray, low: float, high: float
@@ -153,7 +152,7 @@ class AvgShedder:
         src: int,
         dst: int,
         scores: np.ndarray,
-        candidates: np.ndarray,
+        candidates: OwnedCandidates,
         reason: str,
         skip: SkipReasons,
     ) -> list[Unload]:
@@ -217,12 +216,6 @@ class AvgShedder:
     def on_unload_attempt_completed(self, bundles: set[str]) -> None:
         """Drop the attempt's pending targets (#26246)."""
         self.pending_targets.clear()
-
-    def stats(self) -> dict[str, Any]:
-        return dict(self._stats)
-
-    def skip_reason(self) -> str | None:
-        return self._skip
 
     def get_state(self) -> dict[str, Any]:
         return {

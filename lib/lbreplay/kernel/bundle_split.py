@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.load_data import RATE_IN, RATE_OUT, THR_IN, THR_OUT, LoadData
 from lbreplay.kernel.naming import bundle_index_in_layout
+from lbreplay.kernel.signatures import same_parameters
 from lbreplay.kernel.split_algorithms import (
     MIB,
     TopicStats,
@@ -84,7 +86,10 @@ def split_reason_codes(
     sessions_guard: bool = True,
 ) -> np.ndarray:
     """Index of the first hit condition per bundle (0 Topics, 1 Sessions, 2 MsgRate, 3 Bandwidth) or
-    ``NO_REASON`` (vectorized); see :func:`split_reasons`."""
+    ``NO_REASON`` (vectorized); :func:`split_reasons` gives the names.
+
+    ``sessions_guard``: ``loadBalancerNamespaceBundleMaxSessions <= 0`` disables the sessions condition (>= 2.10).
+    """
     sess_hit = sessions > max_sessions
     if sessions_guard:
         sess_hit &= max_sessions > 0
@@ -94,25 +99,11 @@ def split_reason_codes(
     return first
 
 
-def split_reasons(
-    topics: np.ndarray,
-    sessions: np.ndarray,
-    msg_rate: np.ndarray,
-    msg_throughput: np.ndarray,
-    max_topics: int,
-    max_sessions: int,
-    max_rate: float,
-    max_bw: float,
-    sessions_guard: bool = True,
-) -> np.ndarray:
-    """First hit condition per bundle (Topics, Sessions, MsgRate, Bandwidth) or "" (vectorized).
-
-    ``sessions_guard``: ``loadBalancerNamespaceBundleMaxSessions <= 0`` disables the sessions condition (>= 2.10).
-    """
-    codes = split_reason_codes(
-        topics, sessions, msg_rate, msg_throughput, max_topics, max_sessions, max_rate, max_bw, sessions_guard
-    )
-    return _REASONS[codes]
+@same_parameters(split_reason_codes)
+def split_reasons(*args: Any, **kwargs: Any) -> np.ndarray:
+    """First hit condition per bundle (Topics, Sessions, MsgRate, Bandwidth) or "" (vectorized): the names of
+    :func:`split_reason_codes` (same arguments)."""
+    return _REASONS[split_reason_codes(*args, **kwargs)]
 
 
 def find_bundles_to_split(

@@ -14,7 +14,15 @@ from typing import Any
 import numpy as np
 
 from lbreplay.kernel.config import PulsarConfig
-from lbreplay.kernel.load_data import DEFAULT_MESSAGE_DATA, RATE_IN, RATE_OUT, LoadData, cached, preallocation_sums
+from lbreplay.kernel.load_data import (
+    DEFAULT_MESSAGE_DATA,
+    RATE_IN,
+    RATE_OUT,
+    LoadData,
+    PreallocationFollower,
+    cached,
+    preallocation_sums,
+)
 from lbreplay.kernel.resource_usage import overload_check_usage
 
 
@@ -39,12 +47,13 @@ def time_average_long_term_rate(ld: LoadData) -> np.ndarray:
         long = ld.tabd[1]
         return long[:, RATE_IN] + long[:, RATE_OUT]
     b = ld.bundles
-    rows = np.flatnonzero(b.owner >= 0)
-    has = b.has_bundle_data[rows]
-    own = b.owner[rows]
-    rate_in = np.bincount(own, weights=np.where(has, b.long[rows, RATE_IN], DEFAULT_MESSAGE_DATA[RATE_IN]), minlength=nb)
-    rate_out = np.bincount(own, weights=np.where(has, b.long[rows, RATE_OUT], DEFAULT_MESSAGE_DATA[RATE_OUT]), minlength=nb)
-    return rate_in + rate_out
+    own, has = b.owner, b.has_bundle_data
+    reported = own >= 0
+    rate_in = np.where(has, b.long[:, RATE_IN], DEFAULT_MESSAGE_DATA[RATE_IN])
+    rate_out = np.where(has, b.long[:, RATE_OUT], DEFAULT_MESSAGE_DATA[RATE_OUT])
+    if not reported.all():  # bincount over the reported rows only, in row order
+        own, rate_in, rate_out = own[reported], rate_in[reported], rate_out[reported]
+    return np.bincount(own, weights=rate_in, minlength=nb) + np.bincount(own, weights=rate_out, minlength=nb)
 
 
 def long_term_message_rate_scores(ld: LoadData, conf: PulsarConfig) -> np.ndarray:
@@ -52,25 +61,60 @@ def long_term_message_rate_scores(ld: LoadData, conf: PulsarConfig) -> np.ndarra
 
     Usage above the overload threshold (strict ``>``) -> +inf; the usage function is the weighted max since
     PIP-358 (4.0), ``getMaxResourceUsage()`` before (``resource_usage.overload_check_usage``).
-    Inside a ``load_data.derived_cache`` block the scores and their parts are computed once (the preallocation
-    part again after each preallocation).
+    Inside a ``load_data.derived_cache`` block the scores and their parts are computed once and each preallocation
+    updates the scores of the two brokers involved (:class:`_Scores`).
     """
     br = ld.brokers
     if "_derived" not in ld.__dict__:  # no derived_cache block: compute directly
         usage = overload_check_usage(br.usage, br.limit, conf)
         score = preallocated_long_term_rate(ld) + time_average_long_term_rate(ld)
         return np.where(usage > conf.overload_threshold, np.inf, score)
+    return _scorer(ld, conf).scores
 
-    def parts() -> tuple[np.ndarray, np.ndarray]:
-        usage = cached(ld, "broker", "overload_usage", lambda: overload_check_usage(br.usage, br.limit, conf), conf)
-        return usage > conf.overload_threshold, time_average_long_term_rate(ld)
 
-    def scores() -> np.ndarray:
+def _scorer(ld: LoadData, conf: PulsarConfig) -> "_Scores":
+    """The :class:`_Scores` of ``ld`` in the open ``derived_cache`` block."""
+    return cached(ld, "prealloc", "lltmr_scores", lambda: _Scores(ld, conf), conf)
+
+
+class _Scores(PreallocationFollower):
+    """The scores of :func:`long_term_message_rate_scores` in a ``derived_cache`` block: ``inf`` for an overloaded
+    broker, else its preallocated long-term rate (``preallocation_sums``) plus its TABD long-term rate. A
+    preallocation re-scores the two brokers involved, each with the same double addition, into a new array (arrays
+    handed out earlier keep their values). The least-score set of a candidate array is kept until then."""
+
+    __slots__ = ("scores", "_overloaded", "_tabd", "_sums", "_best")
+
+    def __init__(self, ld: LoadData, conf: PulsarConfig) -> None:
+        br = ld.brokers
+
+        def parts() -> tuple[np.ndarray, np.ndarray]:
+            usage = cached(ld, "broker", "overload_usage", lambda: overload_check_usage(br.usage, br.limit, conf), conf)
+            return usage > conf.overload_threshold, time_average_long_term_rate(ld)
+
         overloaded, tabd = cached(ld, "bundle", ("lltmr_parts", id(ld.tabd)), parts, conf, ld.tabd)
-        # preallocation_sums(ld).rate == preallocated_long_term_rate(ld)
-        return np.where(overloaded, np.inf, preallocation_sums(ld).rate + tabd)
+        self._sums = preallocation_sums(ld)  # preallocation_sums(ld).rate == preallocated_long_term_rate(ld)
+        self.scores = np.where(overloaded, np.inf, self._sums.rate + tabd)
+        self._overloaded: list[bool] = overloaded.tolist()
+        self._tabd: list[float] = tabd.tolist()
+        self._best: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(candidates) -> (candidates, least rows)
 
-    return cached(ld, "prealloc", "lltmr_scores", scores, conf)
+    def least(self, candidates: np.ndarray) -> np.ndarray:
+        """:func:`least_score_rows` of ``candidates`` (an int64 row array) under the current scores."""
+        got = self._best.get(id(candidates))
+        if got is not None and got[0] is candidates:
+            return got[1]
+        best = least_score_rows(candidates, self.scores)
+        self._best[id(candidates)] = (candidates, best)
+        return best
+
+    def move(self, ld: LoadData, row: int, old: int, new: int) -> None:
+        scores = self.scores.copy()
+        for broker in (old, new):
+            if broker >= 0:
+                scores[broker] = np.inf if self._overloaded[broker] else self._sums.rate_list[broker] + self._tabd[broker]
+        self.scores = scores
+        self._best = {}
 
 
 def least_score_rows(candidates: np.ndarray, scores: np.ndarray) -> np.ndarray:
@@ -80,7 +124,7 @@ def least_score_rows(candidates: np.ndarray, scores: np.ndarray) -> np.ndarray:
     if cand.size == 0:
         return cand
     s = scores[cand]
-    least = s.min()
+    least = s[s.argmin()]  # the first NaN if there is one
     if least == least:  # no NaN among the candidates' scores
         return cand[s == least]
     valid = ~np.isnan(s)
@@ -89,7 +133,11 @@ def least_score_rows(candidates: np.ndarray, scores: np.ndarray) -> np.ndarray:
 
 def pick_least(candidates: np.ndarray, scores: np.ndarray, rng: np.random.Generator) -> int:
     """:func:`least_score_rows`, then a uniform pick (drawn only when several tie). -1 for no candidates."""
-    best = least_score_rows(candidates, scores)
+    return _uniform_pick(least_score_rows(candidates, scores), rng)
+
+
+def _uniform_pick(best: np.ndarray, rng: np.random.Generator) -> int:
+    """``bestBrokers.get(ThreadLocalRandom.current().nextInt(size))``, drawn only when several tie; -1 for none."""
     if best.size <= 1:
         return int(best[0]) if best.size else -1
     return int(best[rng.integers(best.size)])
@@ -109,15 +157,13 @@ class LeastLongTermMessageRate:
         Inside a ``load_data.derived_cache`` block the least-score set of a candidate array is kept until the next
         preallocation (the scores do not change before), so only the uniform draw is repeated.
         """
-        scores = long_term_message_rate_scores(ld, conf)
-        self.last_scores = scores
         cand = np.asarray(candidates, dtype=np.int64)
         if "_derived" not in ld.__dict__:
-            return pick_least(cand, scores, rng)
-        best = cached(ld, "prealloc", "lltmr_best", lambda: least_score_rows(cand, scores), scores, cand)
-        if best.size <= 1:
-            return int(best[0]) if best.size else -1
-        return int(best[rng.integers(best.size)])
+            self.last_scores = long_term_message_rate_scores(ld, conf)
+            return pick_least(cand, self.last_scores, rng)
+        scorer = _scorer(ld, conf)
+        self.last_scores = scorer.scores
+        return _uniform_pick(scorer.least(cand), rng)
 
     def on_active_brokers_change(self, active: set[str]) -> None:
         """No per-broker state to prune."""

@@ -344,13 +344,16 @@ class DerivedCache:
     the policies) are keyed by their identity too; the cache keeps those objects alive, so identities stay unique.
     """
 
-    __slots__ = ("groups", "_brokers", "_bundles", "_refs")
+    __slots__ = ("groups", "_brokers", "_bundles", "_refs", "followers")
 
     def __init__(self) -> None:
         self.groups: dict[str, dict[Any, Any]] = {"broker": {}, "bundle": {}, "prealloc": {}}
         self._brokers: object | None = None
         self._bundles: object | None = None
         self._refs: dict[int, object] = {}
+        # (key, value) of the PreallocationFollower entries of "prealloc", in the order they were cached; an entry
+        # the group no longer holds (cleared since) is skipped and forgotten by note_preallocation
+        self.followers: list[tuple[Any, Any]] = []
 
     def clear(self) -> None:
         for entries in self.groups.values():
@@ -408,6 +411,8 @@ def cached(ld: LoadData, group: str, key: Any, compute: Callable[[], T], *deps: 
         for d in deps:
             cache._refs[id(d)] = d
         value = entries[key] = compute()
+        if group == "prealloc" and isinstance(value, PreallocationFollower):
+            cache.followers.append((key, value))
     return value  # type: ignore[return-value]
 
 
@@ -428,16 +433,29 @@ def invalidate_derived(ld: LoadData, group: str = "broker") -> None:
         groups["broker"].clear()
 
 
-class PreallocationSums:
+class PreallocationFollower:
+    """A value in the ``prealloc`` group of a :func:`derived_cache` block that :func:`note_preallocation` keeps up to
+    date (:meth:`move`) instead of dropping. Followers are moved in the order they entered the group, so one built
+    on :func:`preallocation_sums` (which enters first) reads the moved sums."""
+
+    __slots__ = ()
+
+    def move(self, ld: LoadData, row: int, old: int, new: int) -> None:
+        """Bundle ``row`` left broker ``old`` and is now preallocated to ``new`` (-1: none)."""
+        raise NotImplementedError
+
+
+class PreallocationSums(PreallocationFollower):
     """Per broker row, sums over its ``preallocatedBundleData``: ``longTermData`` msgRateIn + msgRateOut (what
     ``LeastLongTermMessageRate.getScore`` adds) and ``BundleData.topics`` (what
     ``filterBrokersWithLargeTopicCount`` adds).
 
     Built like ``np.bincount`` over the preallocated rows in row order; :meth:`move` keeps it exact after one
-    bundle changes broker by re-folding only the two brokers involved, in the same row order.
+    bundle changes broker by re-folding only the two brokers involved, in the same row order. ``rate_list`` and
+    ``total_topics_list`` hold the same figures as Python numbers, for followers that read one broker at a time.
     """
 
-    __slots__ = ("rate", "topics", "total_topics", "_rows")
+    __slots__ = ("rate", "topics", "total_topics", "rate_list", "topics_list", "total_topics_list", "_rows", "_row_rate")
 
     def __init__(self, ld: LoadData) -> None:
         b = ld.bundles
@@ -456,13 +474,20 @@ class PreallocationSums:
             np.add.at(self.topics, holders, b.bundle_topics[rows])
         # reported topics plus preallocated ones (filterBrokersWithLargeTopicCount)
         self.total_topics = self.topics + np.asarray(ld.brokers.num_topics, dtype=np.int64)
+        self.rate_list: list[float] = self.rate.tolist()
+        self.topics_list: list[int] = self.topics.tolist()
+        self.total_topics_list: list[int] = self.total_topics.tolist()
+        self._row_rate: dict[int, float] = {}  # _long_term_rate per row, read once (rows do not change in a block)
 
     def move(self, ld: LoadData, row: int, old: int, new: int) -> None:
         """Bundle ``row`` left broker ``old`` and is now preallocated to ``new`` (-1: none)."""
         if old == new:
             return
         b = ld.bundles
-        topics = int(b.bundle_topics[row])
+        topics = b.bundle_topics.item(row)
+        row_rate = self._row_rate
+        if row not in row_rate:
+            row_rate[row] = _long_term_rate(b, row)
         for broker, sign in ((old, -1), (new, 1)):
             if broker < 0:
                 continue
@@ -473,16 +498,19 @@ class PreallocationSums:
                 rows.remove(row)
             total = 0.0
             for r in rows:  # np.bincount's order: rows ascending, starting from 0.0
-                total += _long_term_rate(b, r)
-            self.rate[broker] = total
-            self.topics[broker] += sign * topics
-            self.total_topics[broker] += sign * topics
+                rate = row_rate.get(r)
+                if rate is None:
+                    rate = row_rate[r] = _long_term_rate(b, r)
+                total += rate
+            self.rate[broker] = self.rate_list[broker] = total
+            self.topics[broker] = self.topics_list[broker] = self.topics_list[broker] + sign * topics
+            self.total_topics[broker] = self.total_topics_list[broker] = self.total_topics_list[broker] + sign * topics
 
 
 def _long_term_rate(b: Bundles, row: int) -> float:
     """``longTermData.msgRateIn + msgRateOut`` of a row (the default data without BundleData)."""
-    if b.has_bundle_data[row]:
-        return float(b.long[row, RATE_IN]) + float(b.long[row, RATE_OUT])
+    if b.has_bundle_data.item(row):
+        return b.long.item(row, RATE_IN) + b.long.item(row, RATE_OUT)
     return float(DEFAULT_MESSAGE_DATA[RATE_IN]) + float(DEFAULT_MESSAGE_DATA[RATE_OUT])
 
 
@@ -492,14 +520,16 @@ def preallocation_sums(ld: LoadData) -> PreallocationSums:
 
 
 def note_preallocation(ld: LoadData, row: int, old: int) -> None:
-    """After ``ld.bundles.preallocated_to[row]`` changed from ``old``: update the cached sums in place and drop the
-    values derived from them."""
+    """After ``ld.bundles.preallocated_to[row]`` changed from ``old``: move the cached sums and the other
+    :class:`PreallocationFollower` values (in the order they were cached) and drop every other value derived from
+    preallocations."""
     cache: DerivedCache | None = ld.__dict__.get("_derived")
     if cache is None:
         return
     entries = cache.group(ld, "prealloc")
-    sums = entries.get("sums")
+    followers = cache.followers = [(k, v) for k, v in cache.followers if entries.get(k) is v]
     entries.clear()
-    if sums is not None:
-        sums.move(ld, row, old, int(ld.bundles.preallocated_to[row]))
-        entries["sums"] = sums
+    new = ld.bundles.preallocated_to.item(row)
+    for key, value in followers:
+        value.move(ld, row, old, new)
+        entries[key] = value

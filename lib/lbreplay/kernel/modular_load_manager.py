@@ -109,7 +109,7 @@ def _shed(
                 ns, _ = split_bundle_name(u.bundle)
                 if policies.is_shedding_excluded(ns):
                     continue
-                if place is not None and not _other_broker_allowed(place.policy_set(ns), source):
+                if place is not None and not _other_broker_allowed(place.policy_rows(ns), source):
                     continue
                 if policies.anti_affinity_group(ns) is not None and not policies.should_anti_affinity_namespace_unload(
                     ns, source, br, avail, leader_state.bundle_ranges
@@ -127,10 +127,9 @@ def _shed(
     return issued
 
 
-def _other_broker_allowed(policy_set: np.ndarray, source: int) -> bool:
-    """``shouldNamespacePoliciesUnload`` (``policies.should_namespace_policies_unload``) on the namespace's
-    policy set: some broker other than ``source`` passes."""
-    rows = policy_set.nonzero()[0]
+def _other_broker_allowed(rows: np.ndarray, source: int) -> bool:
+    """``shouldNamespacePoliciesUnload`` (``policies.should_namespace_policies_unload``) on the rows of the
+    namespace's policy set: some broker other than ``source`` passes."""
     return rows.size > 1 or (rows.size == 1 and int(rows[0]) != source)
 
 

@@ -10,7 +10,6 @@ No cross-tick state. Brokers are visited in sorted id order (Java: hash-map orde
 
 from __future__ import annotations
 
-from typing import Any
 
 import numpy as np
 
@@ -18,7 +17,9 @@ from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.load_data import LoadData
 from lbreplay.kernel.resource_usage import overload_check_usage
 from lbreplay.kernel.selection import (
+    OwnedCandidates,
     SkipReasons,
+    StatelessShedder,
     population_std,
     ranked_candidates,
     select_largest_first,
@@ -32,12 +33,8 @@ REASON = "resource usage above overload threshold"
 SKIPS = ("NoBrokers", "Balanced", "NoBundles", "SoleBundle", "NoCandidates")
 
 
-class OverloadShedder:
+class OverloadShedder(StatelessShedder):
     """``OverloadShedder.findBundlesForUnloading``; stateless across ticks."""
-
-    def __init__(self) -> None:
-        self._stats: dict[str, Any] = {}
-        self._skip: str | None = None
 
     def find_bundles_for_unloading(self, ld: LoadData, conf: PulsarConfig) -> list[Unload]:
         brokers = ld.brokers
@@ -45,8 +42,7 @@ class OverloadShedder:
         self._stats = {}
         if len(brokers) == 0:
             skip.note("NoBrokers")
-            self._skip = skip.reason()
-            return []
+            return self._finish([], skip)
         overload = conf.overload_threshold
         usage = overload_check_usage(brokers.usage, brokers.limit, conf)
         throughput = brokers.msg_throughput
@@ -61,9 +57,8 @@ class OverloadShedder:
         }
         if not overloaded.any():
             skip.note("Balanced")
-            self._skip = skip.reason()
-            return []
-        candidates = ld.shedding_candidates()
+            return self._finish([], skip)
+        candidates = OwnedCandidates(ld)
         values = short_term_throughput(ld)
         at_least_one = bool(conf["atLeastOneBundleSelected"])
         out: list[Unload] = []
@@ -90,23 +85,4 @@ class OverloadShedder:
                     )
             else:
                 skip.note("SoleBundle" if counts[i] == 1 else "NoBundles")
-        self._skip = None if out else skip.reason()
-        return out
-
-    def on_active_brokers_change(self, active: set[str]) -> None:
-        """No per-broker state."""
-
-    def on_unload_attempt_completed(self, bundles: set[str]) -> None:
-        """No pending state."""
-
-    def stats(self) -> dict[str, Any]:
-        return dict(self._stats)
-
-    def skip_reason(self) -> str | None:
-        return self._skip
-
-    def get_state(self) -> dict[str, Any]:
-        return {}
-
-    def set_state(self, state: dict[str, Any] | None) -> None:
-        """Stateless: nothing to restore."""
+        return self._finish(out, skip)

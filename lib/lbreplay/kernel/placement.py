@@ -24,6 +24,7 @@ import numpy as np
 from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.load_data import (
     LoadData,
+    PreallocationFollower,
     cached,
     derived_cache,
     insert_bundles,
@@ -33,9 +34,10 @@ from lbreplay.kernel.load_data import (
     preallocation_sums,
     split_bundle_name,
 )
-from lbreplay.kernel.policies import NamespacePolicies
+from lbreplay.kernel.policies import IsolationPolicy, NamespacePolicies
 from lbreplay.kernel.resource_usage import overload_check_usage
 from lbreplay.kernel.round_robin_broker_selector import RoundRobinBrokerSelector
+from lbreplay.kernel.signatures import same_parameters
 from lbreplay.kernel.strategy import ModularLoadManagerStrategy
 from lbreplay.kernel.version_profile import profile_for
 
@@ -71,7 +73,7 @@ class _RangeSnapshot:
             return False
         if self.namespaces[row] != ns or names[row][len(ns) + 1 :] != rng:
             return False
-        return bool(self.owner[row] == k or self.pre[row] == k)
+        return self.owner.item(row) == k or self.pre.item(row) == k
 
     def counts(self) -> dict[str, np.ndarray]:
         """Per namespace, per broker row: distinct bundle ranges held (reported or preallocated), vectorized."""
@@ -126,6 +128,7 @@ class LeaderState:
         self._pending: list[tuple[str, str, str]] = []  # add() calls not yet applied to _ranges
         self._added: set[tuple[str, str, str]] = set()  # ranges add() contributed beyond the snapshot
         self._ns_counts: dict[str, np.ndarray] | None = None
+        self._same_ids: list[str] | None = None  # a broker id list equal to the snapshot's
         self._version = getattr(self, "_version", 0) + 1  # bumped on every change (keys placement memos)
 
     def __repr__(self) -> str:
@@ -179,7 +182,7 @@ class LeaderState:
                     counts = self._ns_counts.get(ns)
                     if counts is None:
                         counts = self._ns_counts[ns] = np.zeros(len(snap.ids), dtype=np.int64)
-                    counts[k] += 1
+                    counts[k] = counts.item(k) + 1
         if self._ranges is not None:
             self._ranges.setdefault(broker, {}).setdefault(ns, set()).add(rng)
         else:
@@ -187,8 +190,14 @@ class LeaderState:
 
     def namespace_bundle_counts(self, namespace: str, ids: list[str]) -> np.ndarray:
         """Per broker id in ``ids``: how many ranges of ``namespace`` it serves (0 when unknown)."""
+        return self._counts(namespace, ids).copy()
+
+    def _counts(self, namespace: str, ids: list[str]) -> np.ndarray:
+        """:meth:`namespace_bundle_counts` without the copy: the array may be shared and updated by :meth:`add`,
+        so the caller must only read it, and before the next :meth:`add`."""
         snap = self._snap
-        if snap is not None and (ids is snap.ids or ids == snap.ids):
+        if snap is not None and (ids is self._same_ids or ids == snap.ids):
+            self._same_ids = ids  # broker id lists are never edited in place: compare each list once
             if self._ns_counts is None:
                 self._ns_counts = snap.counts()
                 for broker, ns, _ in self._added:
@@ -199,7 +208,7 @@ class LeaderState:
                             counts = self._ns_counts[ns] = np.zeros(len(snap.ids), dtype=np.int64)
                         counts[k] += 1
             got = self._ns_counts.get(namespace)
-            return got.copy() if got is not None else np.zeros(len(ids), dtype=np.int64)
+            return got if got is not None else np.zeros(len(ids), dtype=np.int64)
         ranges = self.bundle_ranges
         return np.array([len(ranges.get(b, {}).get(namespace, ())) for b in ids], dtype=np.int64)
 
@@ -248,7 +257,7 @@ def _ensure_bundle_data(ld: LoadData, bundle: str) -> int:
     if row < 0:
         row = int(insert_bundles(ld, [bundle])[0])
     b = ld.bundles
-    if not b.has_bundle_data[row]:
+    if not b.has_bundle_data.item(row):
         b.has_bundle_data[row] = True  # rows start at the default message data with 0 samples
         invalidate_derived(ld, "bundle")
     return row
@@ -268,7 +277,7 @@ def remove_most_servicing_brokers_for_namespace(
     """``LoadManagerShared.removeMostServicingBrokersForNamespace``: drop candidates serving more bundles of the
     bundle's namespace (reported + preallocated) than the least-serving candidate."""
     ns, _ = split_bundle_name(bundle)
-    counts = leader.namespace_bundle_counts(ns, ids)
+    counts = leader._counts(ns, ids)
     among = counts[candidates]
     if among.size == 0:  # no candidate
         return candidates
@@ -350,6 +359,7 @@ class Placement:
     candidates: int = 0
     overload_recheck: bool = False
     round_robin: bool = False
+    row: int = -1  # the broker's row (-1: none, or a cached decision for a broker not in the LoadData)
 
 
 def select_broker_detailed(
@@ -363,12 +373,14 @@ def select_broker_detailed(
     available: np.ndarray | None = None,
     *,
     non_persistent: bool = False,
+    preallocate: bool = False,
 ) -> Placement:
-    """``ModularLoadManagerImpl.selectBroker`` ([M]); see :func:`select_broker`."""
-    if "_derived" in ld.__dict__:  # inside a derived_cache block already
-        return selection(ld, conf, placement, leader, policies, available, non_persistent).select(bundle, rng)
+    """``ModularLoadManagerImpl.selectBroker`` ([M]) with the candidate sets it went through; see
+    :func:`select_broker`. With ``preallocate``: ``selectBrokerForAssignment`` (:func:`select_broker_for_assignment`).
+    Runs in a ``derived_cache`` block (inside an open block: that block)."""
     with derived_cache(ld):
-        return selection(ld, conf, placement, leader, policies, available, non_persistent).select(bundle, rng)
+        place = selection(ld, conf, placement, leader, policies, available, non_persistent)
+        return place.assign_detailed(bundle, rng) if preallocate else place.select(bundle, rng)
 
 
 def selection(
@@ -420,22 +432,54 @@ class Selection:
         self.even = bool(conf["loadBalancerDistributeBundlesEvenlyEnabled"]) or (
             profile.name in _EVEN_SPREAD_ALWAYS_PROFILES
         )
-        # broker_load_manager_class_filter (3.x+)
-        self.same_class = _same_class(ld, conf) if profile.name in _CLASS_FILTER_PROFILES else None
+        # broker_load_manager_class_filter (3.x+); None when it keeps every broker
+        same = _same_class(ld, conf) if profile.name in _CLASS_FILTER_PROFILES else None
+        self.same_class = None if same is None or same.all() else same
         self.prefer_later = bool(conf["preferLaterVersions"])
         self.threshold = conf.overload_threshold
         self.usage = overload_usage(ld, conf).tolist()
+        self._brokers = ld.brokers
+        self._policy: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # namespace -> (policy set, its rows)
+        self._by_isolation: dict[IsolationPolicy | None, tuple[np.ndarray, np.ndarray]] = {}
         cache = ld.__dict__["_derived"]
         cache._refs[id(self)] = self  # memo keys below carry id(self)
         self._cache = cache
 
     def policy_set(self, ns: str) -> np.ndarray:
-        return namespace_policy_set(self.ld, self.policies, ns, self.available, self.non_persistent)
+        """:func:`namespace_policy_set` of ``ns`` (a shared mask: read only)."""
+        return self._policy_of(ns)[0]
+
+    def policy_rows(self, ns: str) -> np.ndarray:
+        """The broker rows of :meth:`policy_set`, ascending (shared: read only)."""
+        return self._policy_of(ns)[1]
+
+    def _policy_of(self, ns: str) -> tuple[np.ndarray, np.ndarray]:
+        """The policy set of ``ns`` and its rows, kept per namespace for the selection's broker rows.
+
+        ``apply_namespace_policies`` reads the namespace only through its isolation policy
+        (``NamespacePolicies.policy_for``), so namespaces under the same policy (or none) share one entry."""
+        if self._brokers is not self.ld.brokers:
+            self._policy.clear()
+            self._by_isolation.clear()
+            self._brokers = self.ld.brokers
+        got = self._policy.get(ns)
+        if got is None:
+            iso = self.policies.policy_for(ns)
+            got = self._by_isolation.get(iso)
+            if got is None:
+                mask = namespace_policy_set(self.ld, self.policies, ns, self.available, self.non_persistent)
+                got = self._by_isolation[iso] = (mask, mask.nonzero()[0])
+            self._policy[ns] = got
+        return got
 
     def select(self, bundle: str, rng: np.random.Generator) -> Placement:
         """``selectBroker`` for ``bundle`` (no preallocation)."""
+        return self._select(bundle, rng)[0]
+
+    def _select(self, bundle: str, rng: np.random.Generator) -> tuple[Placement, int]:
+        """:meth:`select` and the bundle's row."""
         ld, cache = self.ld, self._cache
-        _ensure_bundle_data(ld, bundle)
+        bundle_row = _ensure_bundle_data(ld, bundle)
         if cache._brokers is not ld.brokers or cache._bundles is not ld.bundles:
             cache.sync(ld)
         ns = bundle.rpartition("/")[0]  # split_bundle_name
@@ -444,55 +488,97 @@ class Selection:
         rows = memo.get(key)
         if rows is None:
             rows = memo[key] = self.candidates(bundle, ns)
-        result = Placement(None, candidates=int(rows.size))
-        if self.policies.is_shedding_excluded(ns):
+        result = Placement(None, int(rows.size))
+        if ns in self.policies.shedding_excluded_namespaces:  # policies.is_shedding_excluded
             row = self.leader.round_robin.select_broker(rows, bundle, ld, self.conf, rng)
             result.round_robin = True
         else:
             row = self.placement.select_broker(rows, bundle, ld, self.conf, rng)
         if row < 0:
-            return result
+            return result, bundle_row
         if self.usage[row] > self.threshold:
             # "All brokers that were in the filtered list were overloaded, so check if there is a better broker"
-            again = self.placement.select_broker(self.policy_set(ns).nonzero()[0], bundle, ld, self.conf, rng)
+            again = self.placement.select_broker(self.policy_rows(ns), bundle, ld, self.conf, rng)
             result.overload_recheck = True
             if again >= 0:
                 row = again
         result.broker = ld.brokers.ids[row]
-        return result
+        result.row = row
+        return result, bundle_row
 
     def assign(self, bundle: str, rng: np.random.Generator) -> str | None:
         """``selectBrokerForAssignment`` (:func:`select_broker_for_assignment`) for ``bundle``."""
+        return self.assign_detailed(bundle, rng).broker
+
+    def assign_detailed(self, bundle: str, rng: np.random.Generator) -> Placement:
+        """:meth:`assign` with what :meth:`select` went through (only the broker for a cached decision)."""
         ld = self.ld
         known = ld.preallocated_bundle_to_broker.get(bundle)
         if known is not None:
-            return known
-        broker = self.select(bundle, rng).broker
-        if broker is not None:
-            preallocate_bundle(ld, self.leader, bundle, broker)
-        return broker
+            return Placement(known, row=ld.brokers.index(known))
+        result, bundle_row = self._select(bundle, rng)
+        if result.broker is not None:
+            _preallocate(ld, self.leader, bundle, bundle_row, result.row, result.broker)
+        return result
 
     def candidates(self, bundle: str, ns: str) -> np.ndarray:
-        """The candidate broker rows before the strategy (see :func:`select_broker`)."""
+        """The candidate broker rows before the strategy (see :func:`select_broker`), filtered as row arrays."""
         ld, leader, policies = self.ld, self.leader, self.policies
         br = ld.brokers
-        cand = self.policy_set(ns)
-        cand = filter_brokers_with_large_topic_count(ld, cand, self.max_topics)
-        if policies.anti_affinity_group(ns) is not None:  # without a group the filter keeps every candidate
-            cand = policies.filter_anti_affinity_group_owned_brokers(ns, br, cand, leader.bundle_ranges)
-        if self.even or ns == SYSTEM_NAMESPACE:
-            cand = remove_most_servicing_brokers_for_namespace(bundle, br.ids, cand, leader)
+        policy, rows = self._policy_of(ns)
+        fit = cached(ld, "prealloc", ("topic_fit", self.max_topics), lambda: _TopicFit(ld, self.max_topics)).mask
+        if fit is not None:  # filter_brokers_with_large_topic_count
+            kept = rows[fit[rows]]
+            rows = kept if kept.size else rows
+        if policies.anti_affinity_groups.get(ns) is not None:  # anti_affinity_group: no group keeps them all
+            rows = policies.filter_anti_affinity_group_owned_brokers(ns, br, _mask(rows, br), leader.bundle_ranges)
+            rows = rows.nonzero()[0]
+        if (self.even or ns == SYSTEM_NAMESPACE) and rows.size:  # remove_most_servicing_brokers_for_namespace
+            counts = leader._counts(ns, br.ids)[rows]
+            rows = rows[counts == counts[counts.argmin()]]
         try:
-            if self.same_class is not None:
-                cand = cand & self.same_class
+            if self.same_class is not None:  # broker_load_manager_class_filter
+                rows = rows[self.same_class[rows]]
             if self.prefer_later:
-                cand = broker_version_filter(ld, cand, self.conf)
+                rows = broker_version_filter(ld, _mask(rows, br), self.conf).nonzero()[0]
         except BrokerFilterError:
-            cand = self.policy_set(ns)  # "restore the list of brokers to the full set"
-        rows = cand.nonzero()[0]
-        if rows.size == 0:
-            rows = self.policy_set(ns).nonzero()[0]
-        return rows
+            rows = self._policy_of(ns)[1]  # "restore the list of brokers to the full set"
+        return rows if rows.size else self._policy_of(ns)[1]
+
+
+def _mask(rows: np.ndarray, brokers: object) -> np.ndarray:
+    """Boolean mask over the broker rows with ``rows`` set."""
+    mask = np.zeros(len(brokers), dtype=bool)  # type: ignore[arg-type]
+    mask[rows] = True
+    return mask
+
+
+class _TopicFit(PreallocationFollower):
+    """The brokers within ``loadBalancerBrokerMaxTopics`` (reported + preallocated topics) as a mask, or None
+    (:attr:`mask`) while every broker is; a preallocation re-checks the two brokers involved."""
+
+    __slots__ = ("_ok", "_fits", "_over", "_max", "_sums")
+
+    def __init__(self, ld: LoadData, max_topics: int) -> None:
+        self._sums = preallocation_sums(ld)
+        self._max = max_topics
+        self._ok = self._sums.total_topics <= max_topics
+        self._fits: list[bool] = self._ok.tolist()
+        self._over = self._fits.count(False)
+
+    @property
+    def mask(self) -> np.ndarray | None:
+        return self._ok if self._over else None
+
+    def move(self, ld: LoadData, row: int, old: int, new: int) -> None:
+        for broker in (old, new):
+            if broker >= 0:
+                fits = self._sums.total_topics_list[broker] <= self._max
+                if fits != self._fits[broker]:
+                    self._fits[broker] = fits
+                    self._ok = self._ok.copy()  # masks handed out earlier keep their values
+                    self._ok[broker] = fits
+                    self._over += -1 if fits else 1
 
 
 def namespace_policy_set(
@@ -528,18 +614,8 @@ def overload_usage(ld: LoadData, conf: PulsarConfig) -> np.ndarray:
     return cached(ld, "broker", "overload_usage", lambda: overload_check_usage(br.usage, br.limit, conf), conf)
 
 
-def select_broker(
-    bundle: str,
-    ld: LoadData,
-    conf: PulsarConfig,
-    placement: ModularLoadManagerStrategy,
-    leader: LeaderState,
-    policies: NamespacePolicies,
-    rng: np.random.Generator,
-    available: np.ndarray | None = None,
-    *,
-    non_persistent: bool = False,
-) -> str | None:
+@same_parameters(select_broker_detailed)
+def select_broker(*args: Any, **kwargs: Any) -> str | None:
     """``ModularLoadManagerImpl.selectBroker``: the broker for ``bundle``, or None. No preallocation.
 
     Pipeline: namespace policies -> max-topics filter (with preallocated topics) -> anti-affinity (failure domains)
@@ -548,39 +624,33 @@ def select_broker(
     policy set if empty -> round robin for shedding-excluded namespaces, else the placement strategy -> when the
     chosen broker is overloaded, a second strategy call over the policy set. ``available``: mask of live brokers
     (default: every broker row). Inserts default BundleData for an unknown bundle (``computeIfAbsent``).
+    Arguments: those of :func:`select_broker_detailed`.
     """
-    return select_broker_detailed(
-        bundle, ld, conf, placement, leader, policies, rng, available, non_persistent=non_persistent
-    ).broker
+    return select_broker_detailed(*args, **kwargs).broker
 
 
 def preallocate_bundle(ld: LoadData, leader: LeaderState, bundle: str, broker: str) -> None:
     """``ModularLoadManagerImpl.preallocateBundle``: record ``bundle`` in ``broker``'s preallocatedBundleData, in
     ``preallocatedBundleToBroker`` and in ``brokerToNamespaceToBundleRange``."""
-    row = _ensure_bundle_data(ld, bundle)
-    old = int(ld.bundles.preallocated_to[row])
-    ld.bundles.preallocated_to[row] = ld.brokers.index(broker)
+    _preallocate(ld, leader, bundle, _ensure_bundle_data(ld, bundle), ld.brokers.index(broker), broker)
+
+
+def _preallocate(ld: LoadData, leader: LeaderState, bundle: str, row: int, broker_row: int, broker: str) -> None:
+    """:func:`preallocate_bundle` with the bundle's row and the broker's row known."""
+    pre = ld.bundles.preallocated_to
+    old = pre.item(row)
+    pre[row] = broker_row
     note_preallocation(ld, row, old)
     ld.preallocated_bundle_to_broker[bundle] = broker
     leader.add(broker, bundle)
 
 
-def select_broker_for_assignment(
-    bundle: str,
-    ld: LoadData,
-    conf: PulsarConfig,
-    placement: ModularLoadManagerStrategy,
-    leader: LeaderState,
-    policies: NamespacePolicies,
-    rng: np.random.Generator,
-    available: np.ndarray | None = None,
-    *,
-    non_persistent: bool = False,
-) -> str | None:
+@same_parameters(select_broker_detailed)
+def select_broker_for_assignment(*args: Any, **kwargs: Any) -> str | None:
     """``ModularLoadManagerImpl.selectBrokerForAssignment``: the cached ``preallocatedBundleToBroker`` decision if
-    any, else :func:`select_broker` followed by :func:`preallocate_bundle`."""
-    with derived_cache(ld):
-        return selection(ld, conf, placement, leader, policies, available, non_persistent).assign(bundle, rng)
+    any, else :func:`select_broker` followed by :func:`preallocate_bundle` (arguments: those of
+    :func:`select_broker_detailed`)."""
+    return select_broker_detailed(*args, preallocate=True, **kwargs).broker
 
 
 # --- preallocation clean-up (updateBundleData / reapDeadBrokerPreallocations) ----------------

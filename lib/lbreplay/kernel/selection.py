@@ -3,7 +3,9 @@
 ``select_largest_first`` is the greedy loop OverloadShedder and ThresholdShedder share
 (``OverloadShedder.findBundlesForUnloading``'s stream and ``ThresholdShedder.filterAndSelectBundle``);
 ``select_fitting`` is the "take a bundle if it still fits the remaining need" loop of
-UniformLoadShedder and AvgShedder (``AvgShedder.selectBundleForUnloading``).
+UniformLoadShedder and AvgShedder (``AvgShedder.selectBundleForUnloading``). ``ShedderReport`` and
+``StatelessShedder`` hold the ``stats()`` / ``skip_reason()`` bookkeeping (and, for strategies without
+cross-tick state, the no-op hooks) the modular shedding strategies share.
 
 Candidates are ``LoadData.getBundleDataForLoadShedding()`` entries owned by the broker and not in
 ``recentlyUnloadedBundles``. Java streams a HashMap and sorts it stably; here candidates are visited in row
@@ -11,6 +13,8 @@ Candidates are ``LoadData.getBundleDataForLoadShedding()`` entries owned by the 
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -32,18 +36,38 @@ def short_term_msg_rate(ld: LoadData) -> np.ndarray:
     return s[:, RATE_IN] + s[:, RATE_OUT]
 
 
+class OwnedCandidates:
+    """Shedding candidates with their owners, for a pass that ranks the candidates of several brokers: the candidate
+    rows and their owners are taken once, so :meth:`rows` of a broker (``np.flatnonzero(candidates &
+    ld.owned_mask(broker))``) scans only the candidates."""
+
+    __slots__ = ("_rows", "_owner")
+
+    def __init__(self, ld: LoadData, candidates: np.ndarray | None = None) -> None:
+        mask = ld.shedding_candidates() if candidates is None else candidates
+        self._rows = np.flatnonzero(mask)
+        self._owner = ld.bundles.owner[self._rows]
+
+    def rows(self, broker: int) -> np.ndarray:
+        """The candidate rows ``broker`` owns, ascending."""
+        return self._rows[self._owner == broker]
+
+
 def ranked_candidates(
-    ld: LoadData, broker: int, values: np.ndarray, candidates: np.ndarray | None = None
+    ld: LoadData, broker: int, values: np.ndarray, candidates: np.ndarray | OwnedCandidates | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Shedding candidates of ``broker`` sorted by ``values`` descending (``Double.compare(e2, e1)``).
 
-    ``candidates`` is ``ld.shedding_candidates()`` (pass it when ranking several brokers in one pass).
-    Returns (bundle rows, their values). The sort is stable, so ties keep row (name) order; NaN sorts
-    first, as ``Double.compare`` ranks NaN above every number.
+    ``candidates`` is ``ld.shedding_candidates()`` or, when ranking several brokers in one pass, its
+    :class:`OwnedCandidates`. Returns (bundle rows, their values). The sort is stable, so ties keep row (name)
+    order; NaN sorts first, as ``Double.compare`` ranks NaN above every number.
     """
-    if candidates is None:
-        candidates = ld.shedding_candidates()
-    rows = np.flatnonzero(candidates & ld.owned_mask(broker))
+    if isinstance(candidates, OwnedCandidates):
+        rows = candidates.rows(broker)
+    else:
+        if candidates is None:
+            candidates = ld.shedding_candidates()
+        rows = np.flatnonzero(candidates & ld.owned_mask(broker))
     vals = values[rows]
     key = np.where(np.isnan(vals), -np.inf, -vals)
     order = np.argsort(key, kind="stable")
@@ -135,3 +159,39 @@ class SkipReasons:
 def population_std(values: np.ndarray) -> float:
     """Population standard deviation (0 for no values)."""
     return float(np.std(values)) if values.size else 0.0
+
+
+class ShedderReport:
+    """``stats()`` and ``skip_reason()`` of a shedding strategy: the figures and the skip reason of its last call."""
+
+    def __init__(self) -> None:
+        self._stats: dict[str, Any] = {}
+        self._skip: str | None = None
+
+    def _finish(self, out: list[Any], skip: SkipReasons) -> list[Any]:
+        """End a pass with ``out``: no skip reason when it unloads something, else the furthest one noted."""
+        self._skip = None if out else skip.reason()
+        return out
+
+    def stats(self) -> dict[str, Any]:
+        return dict(self._stats)
+
+    def skip_reason(self) -> str | None:
+        return self._skip
+
+
+class StatelessShedder(ShedderReport):
+    """A shedding strategy without cross-tick state (``OverloadShedder``, ``UniformLoadShedder``): the
+    ``LoadSheddingStrategy`` hooks keep the interface's no-ops and the threaded state is empty."""
+
+    def on_active_brokers_change(self, active: set[str]) -> None:
+        """No per-broker state."""
+
+    def on_unload_attempt_completed(self, bundles: set[str]) -> None:
+        """No pending state."""
+
+    def get_state(self) -> dict[str, Any]:
+        return {}
+
+    def set_state(self, state: dict[str, Any] | None) -> None:
+        """Stateless: nothing to restore."""

@@ -28,6 +28,8 @@ from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.load_data import LoadData
 from lbreplay.kernel.resource_usage import weighted_max_usage
 from lbreplay.kernel.selection import (
+    OwnedCandidates,
+    ShedderReport,
     SkipReasons,
     population_std,
     ranked_candidates,
@@ -46,13 +48,12 @@ LOWER_BOUNDARY_REASON = "lower boundary shedding"
 SKIPS = ("NoBrokers", "ZeroAvgUsage", "Balanced", "MinThroughput", "NoBundles", "SoleBundle", "NoCandidates")
 
 
-class ThresholdShedder:
+class ThresholdShedder(ShedderReport):
     """``ThresholdShedder`` with its ``brokerAvgResourceUsage`` EWMA map as threaded state."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.broker_avg_resource_usage: dict[str, float] = {}
-        self._stats: dict[str, Any] = {}
-        self._skip: str | None = None
 
     # --- EWMA -----------------------------------------------------------------------------------
     def _advance(self, ld: LoadData, usage: np.ndarray, conf: PulsarConfig) -> tuple[np.ndarray, float]:
@@ -80,16 +81,14 @@ class ThresholdShedder:
         self._stats = self._figures(brokers.ids, cur, avg, threshold)
         if len(brokers) == 0:
             skip.note("NoBrokers")
-            self._skip = skip.reason()
-            return []
+            return self._finish([], skip)
         if avg == 0:  # exact check, as in the source ("average max resource usage is 0")
             skip.note("ZeroAvgUsage")
-            self._skip = skip.reason()
-            return []
+            return self._finish([], skip)
         throughput = brokers.msg_throughput
         counts = ld.bundle_count()
         values = short_term_throughput(ld)
-        candidates: np.ndarray | None = None
+        candidates: OwnedCandidates | None = None
         at_least_one = bool(conf["atLeastOneBundleSelected"])
         need = throughput * (cur - avg - threshold + ADDITIONAL_THRESHOLD_PERCENT_MARGIN)
         over = ~(cur < avg + threshold)
@@ -104,7 +103,7 @@ class ThresholdShedder:
                 skip.note("SoleBundle" if counts[i] == 1 else "NoBundles")
                 continue
             if candidates is None:
-                candidates = ld.shedding_candidates()
+                candidates = OwnedCandidates(ld)
             rows, vals = ranked_candidates(ld, i, values, candidates)
             picked = select_largest_first(rows, vals, float(need[i]), at_least_one)
             if picked.size == 0:
@@ -119,8 +118,7 @@ class ThresholdShedder:
             out.extend(self._unloads(ld, i, picked, vals, REASON, details))
         if not out and conf["lowerBoundarySheddingEnabled"]:
             out = self._try_lower_boundary_shedding(ld, usage, conf, threshold, min_throughput, at_least_one, skip)
-        self._skip = None if out else skip.reason()
-        return out
+        return self._finish(out, skip)
 
     def _try_lower_boundary_shedding(
         self,
@@ -190,12 +188,6 @@ class ThresholdShedder:
 
     def on_unload_attempt_completed(self, bundles: set[str]) -> None:
         """No pending state."""
-
-    def stats(self) -> dict[str, Any]:
-        return dict(self._stats)
-
-    def skip_reason(self) -> str | None:
-        return self._skip
 
     def get_state(self) -> dict[str, Any]:
         return {"brokerAvgResourceUsage": dict(sorted(self.broker_avg_resource_usage.items()))}

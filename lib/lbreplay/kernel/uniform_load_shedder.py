@@ -23,7 +23,6 @@ Brokers and bundles are visited in sorted order (Java: hash-map order), so ties 
 
 from __future__ import annotations
 
-from typing import Any
 
 import numpy as np
 
@@ -32,6 +31,7 @@ from lbreplay.kernel.load_data import LoadData
 from lbreplay.kernel.selection import (
     INT_MAX,
     SkipReasons,
+    StatelessShedder,
     java_int,
     ranked_candidates,
     select_fitting,
@@ -55,26 +55,20 @@ def _java_div(a: float, b: float) -> float:
         return float(np.float64(a) / np.float64(b))
 
 
-class UniformLoadShedder:
+class UniformLoadShedder(StatelessShedder):
     """``UniformLoadShedder.findBundlesForUnloading``; stateless across ticks."""
-
-    def __init__(self) -> None:
-        self._stats: dict[str, Any] = {}
-        self._skip: str | None = None
 
     def find_bundles_for_unloading(self, ld: LoadData, conf: PulsarConfig) -> list[Unload]:
         skip = SkipReasons(SKIPS)
         self._stats = {}
         if len(ld.brokers) == 0:
             skip.note("NoBrokers")
-            self._skip = skip.reason()
-            return []
+            return self._finish([], skip)
         if profile_for(conf["pulsarVersion"]).uniform_legacy:
             out = self._legacy(ld, conf, skip)
         else:
             out = self._current(ld, conf, skip)
-        self._skip = None if out else skip.reason()
-        return out
+        return self._finish(out, skip)
 
     # --- current source ---------------------------------------------------------------------------
     def _current(self, ld: LoadData, conf: PulsarConfig, skip: SkipReasons) -> list[Unload]:
@@ -93,20 +87,7 @@ class UniformLoadShedder:
             min_rate = 1.0
         if -EPS <= min_thr <= EPS:
             min_thr = 1.0
-        rate_pct = _java_div((max_rate - min_rate) * 100, min_rate)
-        thr_mult = _java_div(max_thr, min_thr)
-        rate_threshold = conf["loadBalancerMsgRateDifferenceShedderThreshold"]
-        thr_threshold = conf["loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold"]
-        rate_hit = rate_threshold > 0 and rate_pct > rate_threshold
-        thr_hit = thr_threshold > 0 and thr_mult > thr_threshold
-        self._stats = {
-            "maxMsgRate": max_rate,
-            "minMsgRate": min_rate,
-            "maxThroughput": max_thr,
-            "minThroughput": min_thr,
-            "msgRateDifferencePercentage": rate_pct,
-            "msgThroughputDifferenceRate": thr_mult,
-        }
+        rate_hit, thr_hit = self._differences(conf, max_rate, min_rate, max_thr, min_thr)
         if not (rate_hit or thr_hit):
             skip.note("Balanced")
             return []
@@ -144,20 +125,7 @@ class UniformLoadShedder:
                 over, max_rate, max_thr = i, rate[i], thr[i]
             if rate[i] < min_rate or thr[i] < min_thr:
                 min_rate, min_thr = rate[i], thr[i]
-        rate_pct = _java_div((max_rate - min_rate) * 100, min_rate)
-        thr_mult = _java_div(max_thr, min_thr)
-        rate_threshold = conf["loadBalancerMsgRateDifferenceShedderThreshold"]
-        thr_threshold = conf["loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold"]
-        rate_hit = rate_threshold > 0 and rate_pct > rate_threshold
-        thr_hit = thr_threshold > 0 and thr_mult > thr_threshold
-        self._stats = {
-            "maxMsgRate": max_rate,
-            "minMsgRate": min_rate,
-            "maxThroughput": max_thr,
-            "minThroughput": min_thr,
-            "msgRateDifferencePercentage": rate_pct,
-            "msgThroughputDifferenceRate": thr_mult,
-        }
+        rate_hit, thr_hit = self._differences(conf, max_rate, min_rate, max_thr, min_thr)
         if not (rate_hit or thr_hit):
             skip.note("Balanced")
             return []
@@ -173,6 +141,25 @@ class UniformLoadShedder:
         rows, vals = ranked_candidates(ld, over, values)
         picked, _ = select_fitting(vals, required, int_need=True, slack=slack)
         return self._unloads(ld, over, rows, vals, picked, reason, gap, required, skip)
+
+    def _differences(
+        self, conf: PulsarConfig, max_rate: float, min_rate: float, max_thr: float, min_thr: float
+    ) -> tuple[bool, bool]:
+        """The rate-difference percentage and throughput multiplier (recorded in the stats) against their
+        thresholds (a threshold <= 0 disables its check): (rate hit, throughput hit)."""
+        rate_pct = _java_div((max_rate - min_rate) * 100, min_rate)
+        thr_mult = _java_div(max_thr, min_thr)
+        rate_threshold = conf["loadBalancerMsgRateDifferenceShedderThreshold"]
+        thr_threshold = conf["loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold"]
+        self._stats = {
+            "maxMsgRate": max_rate,
+            "minMsgRate": min_rate,
+            "maxThroughput": max_thr,
+            "minThroughput": min_thr,
+            "msgRateDifferencePercentage": rate_pct,
+            "msgThroughputDifferenceRate": thr_mult,
+        }
+        return rate_threshold > 0 and rate_pct > rate_threshold, thr_threshold > 0 and thr_mult > thr_threshold
 
     @staticmethod
     def _unloads(
@@ -197,21 +184,3 @@ class UniformLoadShedder:
             )
             for k in picked.tolist()
         ]
-
-    def on_active_brokers_change(self, active: set[str]) -> None:
-        """No per-broker state."""
-
-    def on_unload_attempt_completed(self, bundles: set[str]) -> None:
-        """No pending state."""
-
-    def stats(self) -> dict[str, Any]:
-        return dict(self._stats)
-
-    def skip_reason(self) -> str | None:
-        return self._skip
-
-    def get_state(self) -> dict[str, Any]:
-        return {}
-
-    def set_state(self, state: dict[str, Any] | None) -> None:
-        """Stateless: nothing to restore."""

@@ -14,7 +14,7 @@ the ``lbreplay`` database, input tables partitioned by ``cluster`` and ``date``)
 
 from __future__ import annotations
 
-from lbreplay.lake.tables import RESOURCE_UNITS, RESOURCES, Column, Table
+from lbreplay.lake.tables import BUNDLE_STATS_COLUMNS, DATE_COLUMN, RESOURCE_UNITS, RESOURCES, Column, Table
 
 
 def _c(name: str, type_: str, comment: str, nullable: bool = True) -> Column:
@@ -49,7 +49,7 @@ _RES_COLS = tuple(
     )
 )
 
-_DATE = _c("date", "DATE", "UTC day of ts (partition)", False)
+_DATE = DATE_COLUMN
 
 BUNDLE_DATA = Table(
     "bundle_data",
@@ -123,14 +123,7 @@ TOP_BUNDLES_LOAD_DATA = Table(
         _c("position", "INT", "0-based position in the reported topBundlesLoadData list (list order kept)", False),
         _c("bundle", "STRING", "full bundle name tenant/ns/0x%08x_0x%08x (bundleName)", False),
         *_range_cols(),
-        _c("msg_rate_in", "DOUBLE", "msg/s in (NamespaceBundleStats.msgRateIn)"),
-        _c("msg_rate_out", "DOUBLE", "msg/s out"),
-        _c("msg_throughput_in", "DOUBLE", "bytes/s in"),
-        _c("msg_throughput_out", "DOUBLE", "bytes/s out"),
-        _c("topics", "BIGINT", "topics in the bundle"),
-        _c("consumer_count", "INT", "consumers"),
-        _c("producer_count", "INT", "producers"),
-        _c("cache_size", "BIGINT", "bytes"),
+        *BUNDLE_STATS_COLUMNS,
         _DATE,
     ),
     ("cluster", "date"),

@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
 import yaml
@@ -48,6 +48,9 @@ from lbreplay.kernel.naming import LAST_BOUNDARY, format_range
 from lbreplay.kernel.version_profile import profile_for
 from lbreplay.lake.load_model import BrokerCapacity, LoadModel, report_usage_column, report_write_ticks
 from lbreplay.paths import CONF_DIR
+
+if TYPE_CHECKING:
+    from lbreplay.progress import StepProgress
 
 SCENARIO_DIR: Path = CONF_DIR / "scenarios"
 MODULAR_LOAD_MANAGER = "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl"
@@ -771,14 +774,28 @@ class GenerateResult:
     brokers: list[str]
 
 
+def generate_steps(sc: Scenario) -> list[tuple[str, int]]:
+    """The Spark steps of :func:`generate` with the rows each one covers, known up front (progress weights): the
+    topics; ticks x topics written, then read again and summed per bundle; ticks x brokers (the initial ones);
+    ticks x bundles; the namespaces."""
+    return [("topics", sc.topics), ("topic_load", sc.ticks * sc.topics), ("bundle_stats", sc.ticks * sc.topics),
+            ("broker_load", sc.ticks * sc.brokers), ("bundle_load", sc.ticks * sc.num_bundles),
+            ("namespace_policy", sc.namespaces)]
+
+
 def generate(spark: Any, lake: str, scenario: str | Path | Mapping[str, Any], cluster: str, seed: int = 42,
-             size: str | None = None, log: Callable[[str], None] | None = None) -> GenerateResult:
-    """Generate ``scenario`` for ``cluster`` into the lake's input tables (replacing that cluster's rows)."""
+             size: str | None = None, log: Callable[[str], None] | None = None,
+             progress: "StepProgress | None" = None) -> GenerateResult:
+    """Generate ``scenario`` for ``cluster`` into the lake's input tables (replacing that cluster's rows).
+
+    ``progress`` (built from :func:`generate_steps`) reports each step; without it ``log`` gets a line per table.
+    """
     from pyspark import StorageLevel
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     from lbreplay.lake.tables import BROKER_LOAD, BUNDLE_LOAD, NAMESPACE_POLICY, TOPIC_LOAD, replace_partitions
+    from lbreplay.progress import StepProgress
     from lbreplay.spark import lake_path
 
     say = log or (lambda _msg: None)
@@ -789,10 +806,18 @@ def generate(spark: Any, lake: str, scenario: str | Path | Mapping[str, Any], cl
     sc = resolve_scenario(scenario, size)
     say(f"scenario {sc.name} size {sc.size}: {sc.brokers} brokers, {sc.num_bundles} bundles, {sc.topics} topics, "
         f"{sc.ticks} ticks of {sc.tick_seconds}s, seed {seed}")
+    steps = progress or StepProgress("generate", generate_steps(sc), quiet=True)
+    jobs = spark.sparkContext
+
+    def wrote(note: Any, table: str, t0: float) -> None:
+        note.text = f"{rows[table]} rows"
+        if progress is None:
+            say(f"{table}: {rows[table]} rows ({time.time() - t0:.1f}s)")
 
     # 1. topics (Spark), collected as small metadata for calibration and ownership
     topics = topics_frame(spark, sc, seed)
-    meta = topics.select("topic_idx", "bundle_idx", "weight", "msg_size", "fanout").toPandas()
+    with steps.step("topics", jobs):
+        meta = topics.select("topic_idx", "bundle_idx", "weight", "msg_size", "fanout").toPandas()
     cal = calibrate(meta, sc)
 
     # 2. ownership (driver, bundle x event)
@@ -836,11 +861,12 @@ def generate(spark: Any, lake: str, scenario: str | Path | Mapping[str, Any], cl
         F.col("thr_in").cast("double").alias("msg_throughput_in"), F.col("thr_out").cast("double").alias("msg_throughput_out"),
         F.col("producers").alias("producer_count"), F.col("consumers").alias("consumer_count"),
     )
-    replace_partitions(spark, lake, TOPIC_LOAD, topic_load, where)
     # row counts hold by construction: every topic and every bundle with topics at every tick, and every alive
     # (broker, tick)
     rows = {"topic_load": sc.ticks * sc.topics}
-    say(f"topic_load: {rows['topic_load']} rows ({time.time() - t0:.1f}s)")
+    with steps.step("topic_load", jobs) as note:
+        replace_partitions(spark, lake, TOPIC_LOAD, topic_load, where)
+        wrote(note, "topic_load", t0)
 
     # 4. fresh bundle stats per (tick, bundle) with their owner; materialized once (used twice)
     t0 = time.time()
@@ -856,7 +882,8 @@ def generate(spark: Any, lake: str, scenario: str | Path | Mapping[str, Any], cl
     ).select("a.*", "iv.broker_idx").persist(StorageLevel.DISK_ONLY)
     fresh = view = None
     try:
-        owned.count()
+        with steps.step("bundle_stats", jobs):
+            owned.count()
         # 5. fresh broker reports per alive (tick, broker) and the load model
         model = sc.load_model
         sums = owned.groupBy("tick", "broker_idx").agg(
@@ -925,9 +952,10 @@ def generate(spark: Any, lake: str, scenario: str | Path | Mapping[str, Any], cl
             F.lit(True).alias("persistent_topics_enabled"), F.lit(True).alias("non_persistent_topics_enabled"),
             ts_of("v.write_tick").alias("last_update"),
         )
-        replace_partitions(spark, lake, BROKER_LOAD, broker_load, where)
         rows["broker_load"] = sum(hi - lo + 1 for _, lo, hi in plan.alive)
-        say(f"broker_load: {rows['broker_load']} rows ({time.time() - t0:.1f}s)")
+        with steps.step("broker_load", jobs) as note:
+            replace_partitions(spark, lake, BROKER_LOAD, broker_load, where)
+            wrote(note, "broker_load", t0)
 
         t0 = time.time()
         bundle_load = owned.alias("o").join(
@@ -945,9 +973,10 @@ def generate(spark: Any, lake: str, scenario: str | Path | Mapping[str, Any], cl
             F.col("o.producers").alias("producer_count"),
             F.round(model.cache_size(F.col("o.thr_in").cast("double"))).cast("long").alias("cache_size"),
         )
-        replace_partitions(spark, lake, BUNDLE_LOAD, bundle_load, where)
         rows["bundle_load"] = sc.ticks * int((cal.bundle_topics > 0).sum())  # a bundle without topics has no stats
-        say(f"bundle_load: {rows['bundle_load']} rows ({time.time() - t0:.1f}s)")
+        with steps.step("bundle_load", jobs) as note:
+            replace_partitions(spark, lake, BUNDLE_LOAD, bundle_load, where)
+            wrote(note, "bundle_load", t0)
     finally:
         for cached in (owned, fresh, view):
             if cached is not None:
@@ -960,25 +989,32 @@ def generate(spark: Any, lake: str, scenario: str | Path | Mapping[str, Any], cl
                                           "num_bundles int, anti_affinity_group string, isolation_primary array<string>, "
                                           "isolation_secondary array<string>, isolation_min_available int, "
                                           "shedding_excluded boolean")
-    replace_partitions(spark, lake, NAMESPACE_POLICY, policies, where)
     rows["namespace_policy"] = sc.namespaces
+    with steps.step("namespace_policy", jobs) as note:
+        replace_partitions(spark, lake, NAMESPACE_POLICY, policies, where)
+        note.text = f"{rows['namespace_policy']} rows"
     seconds = time.time() - started
     return GenerateResult(sc, cluster, seed, rows, seconds, plan, cal, names)
 
 
 def generate_command(scenario: str, cluster: str, seed: int = 42, size: str | None = None, lake: str | None = None,
                      master: str | None = None, quiet: bool = False) -> GenerateResult:
-    """CLI entry point of ``lbreplay generate``: prints progress (unless quiet), row counts and the time."""
+    """CLI entry point of ``lbreplay generate``: progress on standard error (step k/n, Spark tasks, rows, ETA; a
+    live line on a terminal, plain lines otherwise, nothing when quiet), then the row counts and the time."""
     from lbreplay.paths import DEFAULT_LAKE
+    from lbreplay.progress import StepProgress
     from lbreplay.spark import get_spark, lake_path
 
-    resolve_scenario(scenario, size)  # fail fast on usage errors, before starting Spark
-    say = (lambda _m: None) if quiet else (lambda m: print(m, flush=True))
+    sc = resolve_scenario(scenario, size)  # fail fast on usage errors, before starting Spark
+    progress = StepProgress("generate", generate_steps(sc), quiet=quiet)
     t0 = time.time()
     lake = lake_path(lake or DEFAULT_LAKE)
-    spark = get_spark(lake, master=master)
-    say(f"spark ready ({time.time() - t0:.1f}s)")
-    result = generate(spark, lake, scenario, cluster, seed=seed, size=size, log=say)
+    try:
+        spark = get_spark(lake, master=master)
+        progress.log(f"spark ready ({time.time() - t0:.1f}s)")
+        result = generate(spark, lake, scenario, cluster, seed=seed, size=size, log=progress.log, progress=progress)
+    finally:
+        progress.close()
     counts = ", ".join(f"{k}={v}" for k, v in result.rows.items())
     print(f"generated cluster {cluster} (scenario {result.scenario.name}, size {result.scenario.size}, seed {seed}) "
           f"into {lake}: {counts} in {result.seconds:.1f}s")

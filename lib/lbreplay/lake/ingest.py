@@ -48,7 +48,11 @@ Pulsar's objects default (NamespaceBundleStats counters, LocalBrokerData totals)
 
 Every table ingest writes is replaced for the cluster as a whole (``replace_partitions`` where
 ``cluster = …``), including tables the dump has no rows for; ``topic_load`` and ``namespace_policy`` are not
-touched.
+touched. With ``--since`` / ``--until`` (a half-open UTC window ``[since, until)``, see
+:mod:`lbreplay.lake.window`) only snapshots whose tick falls in the window are loaded, and only the cluster's
+rows in the window are replaced (``replaceWhere`` on cluster, the ``date`` partitions and the ``ts`` range; one
+commit per table), so ingesting day D keeps day D-1. A window no snapshot falls in is a usage error and leaves
+the lake untouched.
 """
 
 from __future__ import annotations
@@ -71,6 +75,7 @@ from lbreplay.lake.dump_tables import (
     TOP_BUNDLES_LOAD_DATA,
 )
 from lbreplay.lake.tables import BROKER_LOAD, BUNDLE_LOAD, RESOURCES, Table
+from lbreplay.lake.window import TimeWindow, window_from_flags
 
 LOCAL_BROKER_DATA = "LocalBrokerData"
 BUNDLE_DATA_KIND = "BundleData"
@@ -325,6 +330,7 @@ class DumpRows:
     rows: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {t.name: [] for t in INGEST_TABLES})
     reports: dict[str, int] = field(default_factory=lambda: {k: 0 for k in KINDS})
     files: int = 0
+    outside: int = 0  # rows dropped by a time window
 
     @property
     def ticks(self) -> int:
@@ -591,6 +597,16 @@ def read_dumps(source: str | Path, cluster: str) -> DumpRows:
     return out
 
 
+def in_window(dump: DumpRows, window: TimeWindow, source: str | Path) -> DumpRows:
+    """The rows of ``dump`` whose tick (``ts``) is in ``window``; a UsageError naming the flags when none is."""
+    rows = {name: [r for r in table_rows if window.contains(r["ts"])] for name, table_rows in dump.rows.items()}
+    kept = sum(map(len, rows.values()))
+    if not kept:
+        raise UsageError(f"{window.flag_text()}: no snapshot under {source} falls in {window.describe()}")
+    total = sum(map(len, dump.rows.values()))
+    return DumpRows(rows=rows, reports=dump.reports, files=dump.files, outside=total - kept)
+
+
 def check_cluster(cluster: str) -> str:
     """Cluster names are plain identifiers (letters, digits, ``.``, ``_``, ``-``): they go into SQL predicates."""
     if not cluster or not _CLUSTER_RE.fullmatch(cluster):
@@ -611,12 +627,16 @@ def rows_frame(spark: Any, table: Table, rows: list[dict[str, Any]]) -> Any:
     return spark.createDataFrame([tuple(r.get(c.name) for c in cols) for r in rows], schema)
 
 
-def ingest(spark: Any, lake: str, source: str | Path, cluster: str) -> DumpRows:
-    """Read the dumps under ``source`` and replace ``cluster``'s rows in every ingest table (one commit each)."""
+def ingest(spark: Any, lake: str, source: str | Path, cluster: str, window: TimeWindow | None = None) -> DumpRows:
+    """Read the dumps under ``source`` and replace ``cluster``'s rows in every ingest table (one commit each);
+    with ``window``, only the snapshots and the rows in it."""
     from lbreplay.lake.tables import ensure_table, replace_partitions, table_location
 
     dump = read_dumps(source, cluster)
     where = f"cluster = '{cluster}'"
+    if window is not None:
+        dump = in_window(dump, window, source)
+        where = f"{where} AND {window.predicate()}"
     for table in INGEST_TABLES:
         rows = dump.rows[table.name]
         if not rows:  # only clear old rows (no empty commit, so other clusters' validations stay on the fast path)
@@ -627,16 +647,19 @@ def ingest(spark: Any, lake: str, source: str | Path, cluster: str) -> DumpRows:
     return dump
 
 
-def ingest_command(source: str | Path, cluster: str, lake: str, master: str | None = None) -> None:
-    """CLI ``lbreplay ingest --source DIR --cluster NAME``: ingest and print what was loaded."""
+def ingest_command(source: str | Path, cluster: str, lake: str, master: str | None = None,
+                   since: str | None = None, until: str | None = None) -> None:
+    """CLI ``lbreplay ingest --source DIR --cluster NAME [--since TS] [--until TS]``: ingest, print what was loaded."""
     check_cluster(cluster)
+    window = window_from_flags(since, until, ("--since", "--until"))
     from lbreplay.spark import get_spark, lake_path
 
     lake_abs = lake_path(lake)
     spark = get_spark(lake_abs, master=master)
-    dump = ingest(spark, lake_abs, source, cluster)
+    dump = ingest(spark, lake_abs, source, cluster, window)
     kinds = ", ".join(f"{k}={n}" for k, n in dump.reports.items() if n)
     tables = ", ".join(f"{t.name}={len(dump.rows[t.name])}" for t in INGEST_TABLES)
-    print(f"ingested {dump.files} files ({kinds}) from {source} into cluster {cluster}: {dump.ticks} ticks")
+    span = f" in {window.describe()} ({dump.outside} rows outside skipped)" if window else ""
+    print(f"ingested {dump.files} files ({kinds}) from {source} into cluster {cluster}: {dump.ticks} ticks{span}")
     print(f"rows: {tables}")
     print(f"lake: {lake_abs}  (next: lbreplay validate --cluster {cluster})")

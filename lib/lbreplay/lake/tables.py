@@ -61,6 +61,9 @@ def _c(name: str, type_: str, comment: str, nullable: bool = True) -> Column:
     return Column(name, type_, comment, nullable)
 
 
+DATE_COLUMN = _c("date", "DATE", "UTC day of ts (partition)", False)
+
+
 _RES_COLS = tuple(
     col
     for r in RESOURCES
@@ -90,13 +93,24 @@ BROKER_LOAD = Table(
         _c("persistent_topics_enabled", "BOOLEAN", "persistentTopicsEnabled"),
         _c("non_persistent_topics_enabled", "BOOLEAN", "nonPersistentTopicsEnabled"),
         _c("last_update", "TIMESTAMP", "when the broker last wrote this report (lastUpdate, UTC)"),
-        _c("date", "DATE", "UTC day of ts (partition)", False),
+        DATE_COLUMN,
     ),
     ("cluster", "date"),
     ("cluster", "ts", "broker"),
     "One row per broker report as the leader saw it (LocalBrokerData). A broker without a row at a ts is not alive.",
 )
 
+# NamespaceBundleStats, as bundle_load and the extensible top-bundles dump carry it
+BUNDLE_STATS_COLUMNS: tuple[Column, ...] = (
+    _c("msg_rate_in", "DOUBLE", "msg/s in (NamespaceBundleStats.msgRateIn)"),
+    _c("msg_rate_out", "DOUBLE", "msg/s out"),
+    _c("msg_throughput_in", "DOUBLE", "bytes/s in"),
+    _c("msg_throughput_out", "DOUBLE", "bytes/s out"),
+    _c("topics", "BIGINT", "topics in the bundle"),
+    _c("consumer_count", "INT", "consumers"),
+    _c("producer_count", "INT", "producers"),
+    _c("cache_size", "BIGINT", "bytes"),
+)
 BUNDLE_LOAD = Table(
     "bundle_load",
     (
@@ -107,15 +121,8 @@ BUNDLE_LOAD = Table(
         _c("namespace", "STRING", "tenant/ns"),
         _c("range_lower", "BIGINT", "bundle range lower bound (inclusive), 0..2^32-1"),
         _c("range_upper", "BIGINT", "bundle range upper bound (exclusive; inclusive at 0xffffffff)"),
-        _c("msg_rate_in", "DOUBLE", "msg/s in (NamespaceBundleStats.msgRateIn)"),
-        _c("msg_rate_out", "DOUBLE", "msg/s out"),
-        _c("msg_throughput_in", "DOUBLE", "bytes/s in"),
-        _c("msg_throughput_out", "DOUBLE", "bytes/s out"),
-        _c("topics", "BIGINT", "topics in the bundle"),
-        _c("consumer_count", "INT", "consumers"),
-        _c("producer_count", "INT", "producers"),
-        _c("cache_size", "BIGINT", "bytes"),
-        _c("date", "DATE", "UTC day of ts (partition)", False),
+        *BUNDLE_STATS_COLUMNS,
+        DATE_COLUMN,
     ),
     ("cluster", "date"),
     ("cluster", "ts", "bundle"),
@@ -135,7 +142,7 @@ TOPIC_LOAD = Table(
         _c("msg_throughput_out", "DOUBLE", "bytes/s out"),
         _c("producer_count", "INT", "producers"),
         _c("consumer_count", "INT", "consumers"),
-        _c("date", "DATE", "UTC day of ts (partition)", False),
+        DATE_COLUMN,
     ),
     ("cluster", "date"),
     ("cluster", "ts", "topic"),

@@ -244,6 +244,31 @@ class Replay:
         if broker >= 0:
             self.open_intervals[name] = (broker, tick, ts_ms)
 
+    def apply_split(self, parent: str, children: list[str], unload: bool, obs: ObservedTick,
+                    closed: list[OwnershipInterval]) -> int | None:
+        """Replace ``parent`` by ``children`` in the layout (``NamespaceBundleFactory#splitBundles``).
+
+        The children stay with the parent's owner, or are left unowned for their next lookup when ``unload``
+        (``loadBalancerAutoUnloadSplitBundlesEnabled``). Returns the parent's owner row (-1: unowned), or None
+        when the parent is not in the layout.
+        """
+        assert self.layout is not None
+        layout = self.layout
+        try:
+            i = layout.names.index(parent)
+        except ValueError:
+            return None
+        parent_owner = int(layout.owner[i])
+        self._close(parent, obs.tick, obs.ts_ms, closed)
+        child_owner = -1 if unload else parent_owner
+        names = layout.names[:i] + layout.names[i + 1:] + list(children)
+        owner = np.concatenate([np.delete(layout.owner, i), np.full(len(children), child_owner, dtype=np.int32)])
+        if child_owner >= 0:
+            for c in children:
+                self.open_intervals[c] = (child_owner, obs.tick, obs.ts_ms)
+        self.layout = Layout(names, owner, self.static.namespaces)
+        return parent_owner
+
     def finish(self) -> list[OwnershipInterval]:
         """Still-open ownership intervals (``to_*`` null)."""
         out = []

@@ -147,8 +147,6 @@ def shed(replay: "Replay", obs: "ObservedTick", to_assign: list[str], closed: li
 
 def split(replay: "Replay", obs: "ObservedTick", vals: np.ndarray, closed: list["OwnershipInterval"]) -> list["Decision"]:
     """DefaultNamespaceBundleSplitStrategyImpl on every broker, every loadBalancerSplitIntervalMinutes."""
-    from lbreplay.replay.engine import Layout
-
     conf = replay.conf
     st = replay.ext
     interval = int(conf["loadBalancerSplitIntervalMinutes"]) * 60_000
@@ -167,26 +165,16 @@ def split(replay: "Replay", obs: "ObservedTick", vals: np.ndarray, closed: list[
         topics=vals[owned, 5].astype(np.int64), sessions=vals[owned, 4].astype(np.int64),
         bundle_count_per_namespace=layout.counts_per_namespace(),
     )
-    names = list(layout.names)
-    owner = layout.owner.copy()
+    owner_of = dict(zip(layout.names, layout.owner.tolist()))
     out = []
     for d in found:
-        if not d.ok or d.bundle not in names:
+        if not d.ok or d.bundle not in owner_of:
             continue
-        i = names.index(d.bundle)
-        parent = int(owner[i])
-        replay._close(d.bundle, obs.tick, obs.ts_ms, closed)
-        del names[i]
-        owner = np.delete(owner, i)
-        names += d.children
-        owner = np.concatenate([owner, np.full(len(d.children), parent)])
-        for c in d.children:
-            replay.open_intervals[c] = (parent, obs.tick, obs.ts_ms)
+        parent = owner_of[d.bundle]
+        replay.apply_split(d.bundle, list(d.children), False, obs, closed)
         src = ids[parent] if parent >= 0 else d.broker
         out.append(replay._decision(obs, "SPLIT", d.bundle, src, src, d.reason, dict(d.details),
                                     children=list(d.children), strategy="DefaultNamespaceBundleSplitStrategyImpl"))
-    if out:
-        replay.layout = Layout(names, owner.astype(np.int32), replay.static.namespaces)
     return out
 
 

@@ -83,36 +83,27 @@ def split(replay: "Replay", ld, obs: "ObservedTick", to_assign: list[str], close
     if not found:
         return []
     out = []
-    names = list(layout.names)
-    owner = layout.owner.copy()
     changed = False
     ids = replay.static.broker_ids
+    owner_of = dict(zip(layout.names, layout.owner.tolist()))
     for d in found:
-        if not d.ok or d.bundle not in names:
+        # "Make sure the same bundle is not selected again": the parent's BundleData goes before the split is
+        # tried (ModularLoadManagerImpl#checkNamespaceBundleSplit), also in an audit and when the split fails
+        ld.bundles.has_bundle_data[d.bundle_row] = False
+        if not d.ok or d.bundle not in owner_of:
             continue
-        i = names.index(d.bundle)
-        parent_owner = int(owner[i])
-        replay._close(d.bundle, obs.tick, obs.ts_ms, closed)
-        del names[i]
-        owner = np.delete(owner, i)
-        names += d.children
-        owner = np.concatenate([owner, np.full(len(d.children), parent_owner if not (d.unload and replay.closed_loop) else -1)])
-        if replay.closed_loop:
+        if replay.closed_loop:  # the what-if applies the split; an audit only records it
+            replay.apply_split(d.bundle, list(d.children), d.unload, obs, closed)
             if d.unload:
                 to_assign += d.children
-            elif parent_owner >= 0:
-                for c in d.children:
-                    replay.open_intervals[c] = (parent_owner, obs.tick, obs.ts_ms)
-        changed = True
+            changed = True
+        parent_owner = owner_of[d.bundle]
         details = dict(d.details)
         details["boundaries"] = float(len(d.boundaries))
         src = ids[parent_owner] if parent_owner >= 0 else d.broker
         out.append(replay._decision(obs, "SPLIT", d.bundle, src, src if not d.unload else None, d.reason, details,
                                     children=list(d.children), strategy="BundleSplitterTask"))
-    if changed and replay.closed_loop:
-        from lbreplay.replay.engine import Layout
-
-        replay.layout = Layout(names, owner.astype(np.int32), replay.static.namespaces)
+    if changed:
         replay.rebuild_leader_rows()
     return out
 
@@ -143,4 +134,4 @@ def assign(replay: "Replay", bundles: list[str], obs: "ObservedTick", closed: li
     return out
 
 
-__all__ = ["shed", "split", "assign", "apply_split"]
+__all__ = ["shed", "split", "assign"]

@@ -9,6 +9,11 @@
   nothing of the history reaches the driver. Never one Spark job per tick.
 * Outputs are written per table with one Delta ``replaceWhere run_id IN (...)`` commit each (re-running a run
   id replaces its rows), and the ``runs`` row last: a run is complete when ``runs.status = 'succeeded'``.
+* A time window (``--from`` / ``--to``, :class:`~lbreplay.lake.window.TimeWindow`) selects the input rows whose
+  ``ts`` is in ``[from, to)`` before anything else: the tick stream, the calibration, the broker universe and the
+  observed ownership see only the window, so ticks are numbered from 0 at the window's first tick, a closed loop
+  starts from the ownership observed then, and audit slices split the window's ticks. The window is recorded in
+  ``runs.replay_options`` as ``"window": {"from": "…Z", "to": "…Z"}`` (null = open side).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import numpy as np
 from lbreplay import __version__
 from lbreplay.errors import InvalidInputError, UsageError
 from lbreplay.lake import tables as T
+from lbreplay.lake.window import TimeWindow, window_from_flags
 from lbreplay.replay.engine import ObservedTick, Replay, RunSpec, StaticInputs
 from lbreplay.replay.load_model import Calibration
 
@@ -56,13 +62,16 @@ def input_versions(spark: Any, lake: str, cluster: str) -> dict[str, int]:
     return out
 
 
-def read_pinned(spark: Any, lake: str, name: str, versions: dict[str, int], cluster: str) -> Any:
+def read_pinned(spark: Any, lake: str, name: str, versions: dict[str, int], cluster: str,
+                window: TimeWindow | None = None) -> Any:
+    """``cluster``'s rows of input table ``name`` at its pinned version; with ``window``, only rows in it."""
     from pyspark.sql import functions as F
 
-    return (
+    df = (
         spark.read.format("delta").option("versionAsOf", versions[name]).load(T.table_location(lake, name))
         .where(F.col("cluster") == cluster)
     )
+    return df if window is None else df.where(window.predicate())
 
 
 def _require_validated(spark: Any, lake: str, cluster: str) -> None:
@@ -138,17 +147,26 @@ def topic_stream(topic_load: Any, topic_index: Any) -> Any:
     return agg.select("ts", *[_field("t", f).alias(f) for f in fields])
 
 
-def prepare(spark: Any, lake: str, cluster: str, versions: dict[str, int], use_topics: bool = True) -> tuple[str, dict[str, Any]]:
-    """Write (or reuse) the tick stream of ``cluster`` at ``versions``; return its path and the static inputs."""
+def prepare(spark: Any, lake: str, cluster: str, versions: dict[str, int], use_topics: bool = True,
+            window: TimeWindow | None = None) -> tuple[str, dict[str, Any]]:
+    """Write (or reuse) the tick stream of ``cluster`` at ``versions`` (only the ticks in ``window`` when given);
+    return its path and the static inputs."""
     from pyspark.sql import functions as F
 
     if "broker_load" not in versions or "bundle_load" not in versions:
         raise InvalidInputError(f"cluster {cluster!r}: broker_load and bundle_load are required (run generate or ingest)")
-    key = hashlib.sha256(json.dumps([cluster, versions, use_topics], sort_keys=True).encode()).hexdigest()[:16]
+    key_parts: list[Any] = [cluster, versions, use_topics] + ([window.to_json()] if window else [])
+    key = hashlib.sha256(json.dumps(key_parts, sort_keys=True).encode()).hexdigest()[:16]
     base = f"{lake}/_replay_cache/{cluster}/{key}"
-    bl = read_pinned(spark, lake, "broker_load", versions, cluster)
-    ul = read_pinned(spark, lake, "bundle_load", versions, cluster)
+    marker = f"{base}/_meta_json"  # written last: the static inputs, and the sign that the stream is complete
+    if _exists(spark, marker):
+        meta = json.loads("".join(r[0] for r in spark.read.text(marker).collect()))
+        return meta["stream"], meta
+    bl = read_pinned(spark, lake, "broker_load", versions, cluster, window)
+    ul = read_pinned(spark, lake, "bundle_load", versions, cluster, window)
     brokers = sorted(r[0] for r in bl.select("broker").distinct().collect())
+    if not brokers and window is not None:
+        raise UsageError(f"{window.flag_text()}: cluster {cluster!r} has no ticks in {window.describe()}")
     if not brokers:
         raise InvalidInputError(f"table=broker_load: no rows for cluster {cluster!r}")
     namespaces = sorted(r[0] for r in ul.select("namespace").distinct().collect())
@@ -160,7 +178,7 @@ def prepare(spark: Any, lake: str, cluster: str, versions: dict[str, int], use_t
     has_topics = use_topics and "topic_load" in versions
     tl = None
     if has_topics:
-        tl = read_pinned(spark, lake, "topic_load", versions, cluster)
+        tl = read_pinned(spark, lake, "topic_load", versions, cluster, window)
         trows = tl.select("topic", "namespace", F.crc32(F.col("topic")).alias("h")).distinct().orderBy("topic").collect()
         ns_index = {ns: i for i, ns in enumerate(namespaces)}
         trows = [r for r in trows if r["namespace"] in ns_index]
@@ -174,9 +192,6 @@ def prepare(spark: Any, lake: str, cluster: str, versions: dict[str, int], use_t
         "cpu_base": calib.cpu_base.tolist(), "cpu_per_msg": calib.cpu_per_msg.tolist(),
         "topic_positions": positions if has_topics else None, "stream": f"{base}/stream",
     }
-    marker = f"{base}/_SUCCESS_LBREPLAY"
-    if _exists(spark, marker):
-        return meta["stream"], meta
     bidx = spark.createDataFrame([(b, i) for i, b in enumerate(brokers)], "broker STRING, b_idx INT")
     stream = broker_stream(bl, bidx).join(bundle_stream(ul, bidx), on="ts", how="left")
     if has_topics and tl is not None:
@@ -187,7 +202,7 @@ def prepare(spark: Any, lake: str, cluster: str, versions: dict[str, int], use_t
         .repartition(1).sortWithinPartitions("ts_ms")
         .write.mode("overwrite").option("parquet.block.size", 8 * 1024 * 1024).parquet(meta["stream"])
     )
-    spark.createDataFrame([(key,)], "k STRING").write.mode("overwrite").text(marker)
+    spark.createDataFrame([(json.dumps(meta),)], "k STRING").coalesce(1).write.mode("overwrite").text(marker)
     return meta["stream"], meta
 
 
@@ -495,15 +510,18 @@ def _json_array_struct(raw: Any, kind: str, fields: list[tuple[str, str]]) -> An
 # --------------------------------------------------------------------------------------------- commands
 def execute(
     spark: Any, lake: str, cluster: str, specs: list[tuple[dict[str, Any], dict[str, Any]]], *,
-    run_ids: list[str] | None = None, seed: int | None = None, quiet: bool = False,
+    run_ids: list[str] | None = None, seed: int | None = None, quiet: bool = False, window: TimeWindow | None = None,
 ) -> list[str]:
-    """Replay each (pulsar keys, replay options) spec, in parallel Spark tasks; returns the run ids."""
+    """Replay each (pulsar keys, replay options) spec, in parallel Spark tasks; returns the run ids. With
+    ``window`` only its ticks are replayed, and it is recorded in each run's ``replay_options``."""
     _require_validated(spark, lake, cluster)
     T.ensure_tables(spark, lake, T.OUTPUT_TABLES)
     versions = input_versions(spark, lake, cluster)
     t0 = time.time()
     _progress(quiet, f"preparing tick stream for cluster {cluster} (inputs {versions})")
-    _, meta = prepare(spark, lake, cluster, versions)
+    _, meta = prepare(spark, lake, cluster, versions, window=window)
+    if window is not None:
+        specs = [(pulsar, {**replay, "window": window.to_json()}) for pulsar, replay in specs]
     _progress(quiet, f"tick stream ready in {time.time() - t0:.1f}s; replaying {len(specs)} run(s)")
     started = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
     runs = []
@@ -543,16 +561,18 @@ def execute(
     _progress(quiet, f"replayed {len(runs)} run(s) in {time.time() - t0:.1f}s; writing tables")
     obs_own = None
     if any(r["mode"] == "observed" for r in runs):
-        obs_own = observed_ownership(read_pinned(spark, lake, "bundle_load", versions, cluster), cluster)
+        obs_own = observed_ownership(read_pinned(spark, lake, "bundle_load", versions, cluster, window), cluster)
+    t1 = time.time()
     write_outputs(spark, lake, cluster, spark.read.parquet(staging), runs, obs_own)
     _rm(spark, staging)
+    t2 = time.time()
     try:
         from lbreplay.lake.views import ensure_views
 
         ensure_views(spark, lake)
     except ImportError:
         pass
-    _progress(quiet, f"done in {time.time() - t0:.1f}s")
+    _progress(quiet, f"done in {time.time() - t0:.1f}s (tables {t2 - t1:.1f}s, views {time.time() - t2:.1f}s)")
     return [r["run_id"] for r in runs]
 
 
@@ -633,10 +653,13 @@ def _rm(spark: Any, path: str) -> None:
 
 
 def replay_command(cluster: str, config: str | None, broker_conf: str | None, sets: list[str], mode: str | None,
-                   run_id: str | None, seed: int | None, lake: str, master: str | None, quiet: bool) -> None:
+                   run_id: str | None, seed: int | None, lake: str, master: str | None, quiet: bool,
+                   window: tuple[str | None, str | None] = (None, None)) -> None:
+    """``lbreplay replay``; ``window`` is the ``--from`` / ``--to`` flag values."""
     from lbreplay.replay.run_config import resolve_run_config
     from lbreplay.spark import get_spark, lake_path
 
+    span = window_from_flags(*window)
     pulsar, replay = resolve_run_config(config, broker_conf, sets)
     if mode:
         if mode not in ("closed-loop", "observed"):
@@ -644,19 +667,20 @@ def replay_command(cluster: str, config: str | None, broker_conf: str | None, se
         replay["mode"] = mode
     spark = get_spark(lake, master=master)
     ids = execute(spark, lake_path(lake), cluster, [(pulsar, replay)], run_ids=[run_id] if run_id else None,
-                  seed=seed, quiet=quiet)
+                  seed=seed, quiet=quiet, window=span)
     print(ids[0])
 
 
 def sweep_command(cluster: str, grid: str, seed: int | None, lake: str, master: str | None, quiet: bool,
-                  run_id_prefix: str | None = None) -> None:
+                  run_id_prefix: str | None = None, window: tuple[str | None, str | None] = (None, None)) -> None:
     """``lbreplay sweep``; with ``run_id_prefix`` the runs are ``<prefix>-01``, ``<prefix>-02`` … in grid order
     (``expand_grid``'s order), so a scheduler can name them before they exist and re-runs replace them."""
     from lbreplay.replay.run_config import expand_grid
     from lbreplay.spark import get_spark, lake_path
 
+    span = window_from_flags(*window)
     specs = expand_grid(grid)
     run_ids = [f"{run_id_prefix}-{i:02d}" for i in range(1, len(specs) + 1)] if run_id_prefix else None
     spark = get_spark(lake, master=master)
-    for rid in execute(spark, lake_path(lake), cluster, specs, run_ids=run_ids, seed=seed, quiet=quiet):
+    for rid in execute(spark, lake_path(lake), cluster, specs, run_ids=run_ids, seed=seed, quiet=quiet, window=span):
         print(rid)
