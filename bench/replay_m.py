@@ -92,7 +92,7 @@ def main() -> None:
             assert validate(spark, lake, name).passed
             R.execute(spark, lake, name, [(pulsar, replay)], run_ids=[f"bench-{name}"], quiet=True)
             peaks[label] = spark.read.format("delta").load(f"{lake}/run_metrics").where(
-                f"run_id = 'bench-{name}' AND metric = 'task_peak_rss_mb'").first()[0]
+                f"run_id = 'bench-{name}' AND metric = 'task_peak_rss_mb'").select("value").first()[0]
         emit(step="memory", base_ticks=360, doubled_ticks=720, peak_rss_mb_base=peaks["base"],
              peak_rss_mb_doubled=peaks["doubled"], ratio=round(peaks["doubled"] / peaks["base"], 3), target=1.5)
     if not args.skip_sweep:

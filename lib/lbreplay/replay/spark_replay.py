@@ -476,9 +476,16 @@ def write_outputs(spark: Any, lake: str, cluster: str, raw: Any, runs: list[dict
         own = own.unionByName(observed_ownership.crossJoin(
             spark.createDataFrame([(i,) for i in observed], "run_id STRING")).select(*own.columns))
     seq_metrics = _json_array_struct(raw, "run_metrics", [("metric", "STRING"), ("value", "DOUBLE")])
-    met = combine_metrics(seq_metrics, bt)
-    for table, df in ((T.OWNERSHIP, own), (T.DECISIONS, dec), (T.BROKER_TICKS, bt), (T.RUN_METRICS, met)):
-        T.replace_partitions(spark, lake, table, df, where)
+    # broker_ticks feeds its table and every per-tick KPI of run_metrics: parse the JSON once
+    from pyspark import StorageLevel
+
+    bt = bt.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        met = combine_metrics(seq_metrics, bt)
+        for table, df in ((T.OWNERSHIP, own), (T.DECISIONS, dec), (T.BROKER_TICKS, bt), (T.RUN_METRICS, met)):
+            T.replace_partitions(spark, lake, table, df, where)
+    finally:
+        bt.unpersist()
     ticks: dict[str, int] = {}
     for r in raw.where(F.col("kind") == "ticks").collect():
         ticks[r["run_id"]] = ticks.get(r["run_id"], 0) + json.loads(r["payload"])[0]
