@@ -267,8 +267,14 @@ def _ensure_bundle_data(ld: LoadData, bundle: str) -> int:
 def filter_brokers_with_large_topic_count(ld: LoadData, candidates: np.ndarray, max_topics: int) -> np.ndarray:
     """``LoadManagerShared.filterBrokersWithLargeTopicCount``: keep brokers whose reported topics plus the topics
     of their preallocated bundles are at most ``loadBalancerBrokerMaxTopics``; keep all if none would remain."""
-    kept = candidates & (preallocation_sums(ld).total_topics <= max_topics)
-    return kept if kept.nonzero()[0].size else candidates
+    fits = preallocation_sums(ld).total_topics <= max_topics
+    return _mask(_within_topic_limit(candidates.nonzero()[0], fits), len(candidates))
+
+
+def _within_topic_limit(rows: np.ndarray, fits: np.ndarray) -> np.ndarray:
+    """:func:`filter_brokers_with_large_topic_count` over candidate rows, given the brokers that fit."""
+    kept = rows[fits[rows]]
+    return kept if kept.size else rows
 
 
 def remove_most_servicing_brokers_for_namespace(
@@ -277,11 +283,15 @@ def remove_most_servicing_brokers_for_namespace(
     """``LoadManagerShared.removeMostServicingBrokersForNamespace``: drop candidates serving more bundles of the
     bundle's namespace (reported + preallocated) than the least-serving candidate."""
     ns, _ = split_bundle_name(bundle)
-    counts = leader._counts(ns, ids)
-    among = counts[candidates]
-    if among.size == 0:  # no candidate
-        return candidates
-    return candidates & (counts <= among.min())
+    return _mask(_least_servicing(ns, ids, candidates.nonzero()[0], leader), len(candidates))
+
+
+def _least_servicing(ns: str, ids: list[str], rows: np.ndarray, leader: LeaderState) -> np.ndarray:
+    """:func:`remove_most_servicing_brokers_for_namespace` over candidate rows (ascending in, ascending out)."""
+    if rows.size == 0:  # no candidate
+        return rows
+    counts = leader._counts(ns, ids)[rows]
+    return rows[counts == counts.min()]
 
 
 def broker_load_manager_class_filter(ld: LoadData, candidates: np.ndarray, conf: PulsarConfig) -> np.ndarray:
@@ -528,27 +538,25 @@ class Selection:
         policy, rows = self._policy_of(ns)
         fit = cached(ld, "prealloc", ("topic_fit", self.max_topics), lambda: _TopicFit(ld, self.max_topics)).mask
         if fit is not None:  # filter_brokers_with_large_topic_count
-            kept = rows[fit[rows]]
-            rows = kept if kept.size else rows
+            rows = _within_topic_limit(rows, fit)
         if policies.anti_affinity_groups.get(ns) is not None:  # anti_affinity_group: no group keeps them all
-            rows = policies.filter_anti_affinity_group_owned_brokers(ns, br, _mask(rows, br), leader.bundle_ranges)
+            rows = policies.filter_anti_affinity_group_owned_brokers(ns, br, _mask(rows, len(br)), leader.bundle_ranges)
             rows = rows.nonzero()[0]
-        if (self.even or ns == SYSTEM_NAMESPACE) and rows.size:  # remove_most_servicing_brokers_for_namespace
-            counts = leader._counts(ns, br.ids)[rows]
-            rows = rows[counts == counts[counts.argmin()]]
+        if self.even or ns == SYSTEM_NAMESPACE:  # remove_most_servicing_brokers_for_namespace
+            rows = _least_servicing(ns, br.ids, rows, leader)
         try:
             if self.same_class is not None:  # broker_load_manager_class_filter
                 rows = rows[self.same_class[rows]]
             if self.prefer_later:
-                rows = broker_version_filter(ld, _mask(rows, br), self.conf).nonzero()[0]
+                rows = broker_version_filter(ld, _mask(rows, len(br)), self.conf).nonzero()[0]
         except BrokerFilterError:
             rows = self._policy_of(ns)[1]  # "restore the list of brokers to the full set"
         return rows if rows.size else self._policy_of(ns)[1]
 
 
-def _mask(rows: np.ndarray, brokers: object) -> np.ndarray:
-    """Boolean mask over the broker rows with ``rows`` set."""
-    mask = np.zeros(len(brokers), dtype=bool)  # type: ignore[arg-type]
+def _mask(rows: np.ndarray, size: int) -> np.ndarray:
+    """Boolean mask over ``size`` broker rows with ``rows`` set."""
+    mask = np.zeros(size, dtype=bool)
     mask[rows] = True
     return mask
 

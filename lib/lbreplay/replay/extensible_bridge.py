@@ -165,13 +165,11 @@ def split(replay: "Replay", obs: "ObservedTick", vals: np.ndarray, closed: list[
         topics=vals[owned, 5].astype(np.int64), sessions=vals[owned, 4].astype(np.int64),
         bundle_count_per_namespace=layout.counts_per_namespace(),
     )
-    owner_of = dict(zip(layout.names, layout.owner.tolist()))
     out = []
     for d in found:
-        if not d.ok or d.bundle not in owner_of:
+        parent = replay.apply_split(d.bundle, list(d.children), False, obs, closed) if d.ok else None
+        if parent is None:
             continue
-        parent = owner_of[d.bundle]
-        replay.apply_split(d.bundle, list(d.children), False, obs, closed)
         src = ids[parent] if parent >= 0 else d.broker
         out.append(replay._decision(obs, "SPLIT", d.bundle, src, src, d.reason, dict(d.details),
                                     children=list(d.children), strategy="DefaultNamespaceBundleSplitStrategyImpl"))
