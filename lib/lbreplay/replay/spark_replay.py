@@ -2,8 +2,9 @@
 
 * Inputs are read at their current Delta versions, recorded in ``runs.input_versions``.
 * Stateless preparation as DataFrame transformations: the per-broker least-squares sums of the load model,
-  the per-tick aggregation of brokers, bundles and topics into one tick-ordered row each (the "tick stream"),
-  written once per (cluster, input versions) as Parquet under ``<lake>/_replay_cache``.
+  the per-tick aggregation of brokers, bundles and topics into one row per tick each (the "tick stream": three
+  Parquet parts, each file sorted by tick, written in parallel with one shuffle per part), written once per
+  (cluster, input versions) under ``<lake>/_replay_cache``.
 * The stateful tick loop runs inside Spark tasks (``mapInPandas`` over the run specs, one run per task): each
   task streams the tick rows with Arrow in bounded batches, so memory does not grow with the history and
   nothing of the history reaches the driver. Never one Spark job per tick.
@@ -38,7 +39,8 @@ from lbreplay.replay.engine import ObservedTick, Replay, RunSpec, StaticInputs
 from lbreplay.replay.load_model import Calibration
 
 RES = ("cpu", "memory", "direct_memory", "bandwidth_in", "bandwidth_out")
-BATCH_TICKS = 16
+BATCH_TICKS = 8
+MAX_STREAM_FILES = 8
 # Audit slices replay this many ticks before their own to rebuild strategy state (EWMA h=0.9 keeps 0.9**120
 # = 3e-6 of its start; bundle averages take one sample per report write, so they saturate far sooner).
 AUDIT_WARMUP_TICKS = 120
@@ -106,19 +108,19 @@ def with_index(df: Any, index_df: Any, key: str, idx: str) -> Any:
     return df.join(index_df.hint("broadcast"), on=key, how="inner")
 
 
-def broker_stream(broker_load: Any, broker_index: Any) -> Any:
+def broker_stream(broker_load: Any, broker_index: Any, partitions: int = 1) -> Any:
     """One row per tick: broker rows (sorted by broker index) as parallel arrays."""
     from pyspark.sql import functions as F
 
     fields = ["b_idx"] + [f"{r}_{k}" for r in RES for k in ("usage", "limit")] + ["last_update_ms"]
     s = F.sort_array(F.collect_list(F.struct(*[F.col(f) for f in fields]))).alias("b")
     df = broker_load.withColumn("last_update_ms", (F.unix_micros(F.coalesce("last_update", "ts")) / 1000).cast("long"))
-    agg = with_index(df, broker_index, "broker", "b_idx").groupBy("ts").agg(s)
+    agg = with_index(df, broker_index, "broker", "b_idx").repartition(partitions, "ts").groupBy("ts").agg(s)
     return agg.select("ts", *[_field("b", f).alias(f) for f in fields])
 
 
-def bundle_stream(bundle_load: Any, broker_index: Any) -> Any:
-    """One row per tick: the observed bundles (sorted by name) with owner index and load vectors."""
+def bundle_stream(bundle_load: Any, broker_index: Any, partitions: int = 1) -> Any:
+    """One row per tick: the observed bundles (sorted by name: the layout's order) with owner index and loads."""
     from pyspark.sql import functions as F
 
     df = with_index(bundle_load, broker_index, "broker", "b_idx").select(
@@ -129,22 +131,48 @@ def bundle_stream(bundle_load: Any, broker_index: Any) -> Any:
         F.col("topics").cast("double").alias("u_topics"),
     )
     fields = ["u_name", "u_owner", "u_thr_in", "u_thr_out", "u_rate_in", "u_rate_out", "u_sessions", "u_topics"]
-    agg = df.groupBy("ts").agg(F.sort_array(F.collect_list(F.struct(*fields))).alias("u"))
+    agg = df.repartition(partitions, "ts").groupBy("ts").agg(F.sort_array(F.collect_list(F.struct(*fields))).alias("u"))
     return agg.select("ts", *[_field("u", f).alias(f) for f in fields])
 
 
-def topic_stream(topic_load: Any, topic_index: Any) -> Any:
-    """One row per tick: topic load vectors (sorted by topic index) as parallel arrays."""
+def topic_stream(topic_load: Any, namespace_index: Any, partitions: int = 1) -> Any:
+    """One row per (tick, topic): ``ts_ms``, the topic's global ring position ``t_pos`` (namespace index * 2**32 +
+    crc32(topic), NamespaceBundleFactory.getBundle's hash), a tie-break key ``t_key`` (xxhash64 of the name) and
+    its load; a tick's rows together in one partition, each partition sorted by ``ts_ms`` (the task orders a
+    tick's rows by (``t_pos``, ``t_key``)). Topics of namespaces without bundles are dropped."""
     from pyspark.sql import functions as F
 
-    df = topic_load.join(topic_index.hint("broadcast"), on="topic", how="inner").select(
-        "ts", "t_idx", F.col("msg_throughput_in").alias("t_thr_in"), F.col("msg_throughput_out").alias("t_thr_out"),
+    df = topic_load.join(namespace_index.hint("broadcast"), on="namespace", how="inner").select(
+        (F.unix_micros(F.col("ts")) / 1000).cast("long").alias("ts_ms"),
+        (F.col("ns_idx").cast("long") * F.lit(1 << 32) + F.crc32(F.col("topic"))).alias("t_pos"),
+        F.xxhash64(F.col("topic")).alias("t_key"),
+        F.col("msg_throughput_in").alias("t_thr_in"), F.col("msg_throughput_out").alias("t_thr_out"),
         F.col("msg_rate_in").alias("t_rate_in"), F.col("msg_rate_out").alias("t_rate_out"),
         (F.coalesce(F.col("consumer_count"), F.lit(0)) + F.coalesce(F.col("producer_count"), F.lit(0))).cast("double").alias("t_sessions"),
     )
-    fields = ["t_idx", "t_thr_in", "t_thr_out", "t_rate_in", "t_rate_out", "t_sessions"]
-    agg = df.groupBy("ts").agg(F.sort_array(F.collect_list(F.struct(*fields))).alias("t"))
-    return agg.select("ts", *[_field("t", f).alias(f) for f in fields])
+    return df.repartition(partitions, "ts_ms").sortWithinPartitions("ts_ms")
+
+
+TOPIC_COLUMNS = ("t_thr_in", "t_thr_out", "t_rate_in", "t_rate_out", "t_sessions")
+TOPIC_BATCH_ROWS = 1 << 16
+
+
+STREAM_PARTS = ("brokers", "bundles", "topics")
+STREAM_FORMAT = 4  # part of the cache key: bump when the stream's layout changes
+
+
+def _write_stream_part(df: Any, path: str) -> None:
+    """Write one per-tick part of the tick stream: one row per tick, each file sorted by ``ts_ms``. The rows were
+    hash-partitioned by ``ts`` before their aggregation, so the files are written in parallel with no further
+    shuffle; the task merges the files by ``ts_ms``."""
+    from pyspark.sql import functions as F
+
+    _write_parquet(df.withColumn("ts_ms", (F.unix_micros(F.col("ts")) / 1000).cast("long")).drop("ts")
+                   .sortWithinPartitions("ts_ms"), path)
+
+
+def _write_parquet(df: Any, path: str) -> None:
+    df.write.mode("overwrite").option("parquet.block.size", 8 * 1024 * 1024).parquet(path)
 
 
 def prepare(spark: Any, lake: str, cluster: str, versions: dict[str, int], use_topics: bool = True,
@@ -155,7 +183,7 @@ def prepare(spark: Any, lake: str, cluster: str, versions: dict[str, int], use_t
 
     if "broker_load" not in versions or "bundle_load" not in versions:
         raise InvalidInputError(f"cluster {cluster!r}: broker_load and bundle_load are required (run generate or ingest)")
-    key_parts: list[Any] = [cluster, versions, use_topics] + ([window.to_json()] if window else [])
+    key_parts: list[Any] = [cluster, versions, use_topics, STREAM_FORMAT] + ([window.to_json()] if window else [])
     key = hashlib.sha256(json.dumps(key_parts, sort_keys=True).encode()).hexdigest()[:16]
     base = f"{lake}/_replay_cache/{cluster}/{key}"
     marker = f"{base}/_meta_json"  # written last: the static inputs, and the sign that the stream is complete
@@ -173,35 +201,21 @@ def prepare(spark: Any, lake: str, cluster: str, versions: dict[str, int], use_t
     sums = {r["broker"]: r for r in calibration_sums(bl).collect()}
     arr = lambda k: np.array([float(sums[b][k] or 0.0) for b in brokers])  # noqa: E731
     calib = Calibration.from_sums(arr("n"), arr("sx"), arr("sy"), arr("sxx"), arr("sxy"))
-    topics: list[str] = []
-    positions: list[int] = []
     has_topics = use_topics and "topic_load" in versions
-    tl = None
-    if has_topics:
-        tl = read_pinned(spark, lake, "topic_load", versions, cluster, window)
-        trows = tl.select("topic", "namespace", F.crc32(F.col("topic")).alias("h")).distinct().orderBy("topic").collect()
-        ns_index = {ns: i for i, ns in enumerate(namespaces)}
-        trows = [r for r in trows if r["namespace"] in ns_index]
-        if trows:
-            topics = [r["topic"] for r in trows]
-            positions = [ns_index[r["namespace"]] * (1 << 32) + int(r["h"]) for r in trows]
-        else:
-            has_topics = False
     meta = {
         "broker_ids": brokers, "namespaces": namespaces,
         "cpu_base": calib.cpu_base.tolist(), "cpu_per_msg": calib.cpu_per_msg.tolist(),
-        "topic_positions": positions if has_topics else None, "stream": f"{base}/stream",
+        "topics": has_topics, "stream": f"{base}/stream",
     }
+    # few files per part (the task keeps one batch of each open), parallel across the cores
+    parts = max(1, min(int(spark.sparkContext.defaultParallelism), MAX_STREAM_FILES))
     bidx = spark.createDataFrame([(b, i) for i, b in enumerate(brokers)], "broker STRING, b_idx INT")
-    stream = broker_stream(bl, bidx).join(bundle_stream(ul, bidx), on="ts", how="left")
-    if has_topics and tl is not None:
-        tidx = spark.createDataFrame([(t, i) for i, t in enumerate(topics)], "topic STRING, t_idx INT")
-        stream = stream.join(topic_stream(tl, tidx), on="ts", how="left")
-    (
-        stream.withColumn("ts_ms", (F.unix_micros(F.col("ts")) / 1000).cast("long")).drop("ts")
-        .repartition(1).sortWithinPartitions("ts_ms")
-        .write.mode("overwrite").option("parquet.block.size", 8 * 1024 * 1024).parquet(meta["stream"])
-    )
+    _write_stream_part(broker_stream(bl, bidx, parts), f"{meta['stream']}/brokers")
+    _write_stream_part(bundle_stream(ul, bidx, parts), f"{meta['stream']}/bundles")
+    if has_topics:
+        tl = read_pinned(spark, lake, "topic_load", versions, cluster, window)
+        nidx = spark.createDataFrame([(n, i) for i, n in enumerate(namespaces)], "namespace STRING, ns_idx INT")
+        _write_parquet(topic_stream(tl, nidx, parts), f"{meta['stream']}/topics")
     spark.createDataFrame([(json.dumps(meta),)], "k STRING").coalesce(1).write.mode("overwrite").text(marker)
     return meta["stream"], meta
 
@@ -213,51 +227,114 @@ def _exists(spark: Any, path: str) -> bool:
 
 
 # --------------------------------------------------------------------------------------------- the task
-def _ticks_from_stream(path: str, meta: dict[str, Any]) -> Iterator[ObservedTick]:
-    """Stream the tick rows of a prepared stream with Arrow, a few ticks at a time (bounded memory)."""
-    import pyarrow.dataset as ds
+def _stream_rows(path: str) -> Iterator[tuple[int, dict[str, Any], int]]:
+    """(ts_ms, columns of its batch, row) for every row of one stream part, in ``ts_ms`` order: each file is
+    sorted, and the files are merged, reading a few ticks at a time with Arrow (bounded memory)."""
+    import heapq
 
-    nb = len(meta["broker_ids"])
-    nt = len(meta["topic_positions"] or [])
-    dataset = ds.dataset(path, format="parquet")
-    files = sorted(f for f in dataset.files if f.endswith(".parquet"))
-    tick = 0
-    for f in files:
-        import pyarrow.parquet as pq
+    import pyarrow.parquet as pq
 
-        pf = pq.ParquetFile(f)
-        for batch in pf.iter_batches(batch_size=BATCH_TICKS):
+    if not os.path.isdir(path):
+        return iter(())
+
+    def rows(f: str) -> Iterator[tuple[int, dict[str, Any], int]]:
+        for batch in pq.ParquetFile(f).iter_batches(batch_size=BATCH_TICKS):
             cols = {name: batch.column(i) for i, name in enumerate(batch.schema.names)}
-            for r in range(batch.num_rows):
-                def lst(name: str, dtype: Any = np.float64) -> np.ndarray:
-                    v = cols[name][r].values if name in cols and cols[name][r].is_valid else None
-                    return np.zeros(0, dtype=dtype) if v is None else v.to_numpy(zero_copy_only=False).astype(dtype)
+            for r, ts in enumerate(cols["ts_ms"].to_pylist()):
+                yield ts, cols, r
 
-                b_idx = lst("b_idx", np.int64)
-                alive = np.zeros(nb, dtype=bool)
-                alive[b_idx] = True
-                usage = np.zeros((nb, 5))
-                limit = np.zeros((nb, 5))
-                for k, res in enumerate(RES):
-                    usage[b_idx, k] = np.nan_to_num(lst(f"{res}_usage"))
-                    limit[b_idx, k] = np.nan_to_num(lst(f"{res}_limit"))
-                last_update = np.full(nb, -1, dtype=np.int64)
-                last_update[b_idx] = lst("last_update_ms", np.int64)
-                names = cols["u_name"][r].values.to_pylist() if cols["u_name"][r].is_valid else []
-                uv = np.column_stack([np.nan_to_num(lst(c)) for c in
-                                      ("u_thr_in", "u_thr_out", "u_rate_in", "u_rate_out", "u_sessions", "u_topics")]) \
-                    if names else np.zeros((0, 6))
-                topic_values = None
-                if nt and "t_idx" in cols and cols["t_idx"][r].is_valid:
-                    t_idx = lst("t_idx", np.int64)
-                    topic_values = np.zeros((nt, 6))
-                    for k, c in enumerate(("t_thr_in", "t_thr_out", "t_rate_in", "t_rate_out", "t_sessions")):
-                        topic_values[t_idx, k] = np.nan_to_num(lst(c))
-                    topic_values[t_idx, 5] = 1.0
-                yield ObservedTick(tick, int(cols["ts_ms"][r].as_py()), alive, usage, limit,
-                                   bundle_names=names, bundle_owner=lst("u_owner", np.int32), bundle_values=uv,
-                                   topic_values=topic_values, last_update=last_update)
-                tick += 1
+    files = sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".parquet"))
+    return heapq.merge(*(rows(f) for f in files), key=lambda x: x[0])
+
+
+def _topic_rows(path: str) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """(ts_ms, positions, values (T, 6)) per tick of the topic part, in ``ts_ms`` order, the tick's topics ordered
+    by (position, name hash). A tick's rows are in one file; files are read a batch of rows at a time and merged
+    by ``ts_ms`` (bounded memory: one batch and one tick per file)."""
+    import heapq
+
+    import pyarrow.parquet as pq
+
+    if not os.path.isdir(path):
+        return iter(())
+
+    def ticks(f: str) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        cur: int | None = None
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+        def done() -> tuple[int, np.ndarray, np.ndarray]:
+            pos = np.concatenate([p for p, _, _ in parts])
+            order = np.argsort(pos)
+            if np.any(np.diff(pos[order]) == 0):  # crc32 collision: order the tied topics by name hash
+                order = np.lexsort((np.concatenate([k for _, k, _ in parts]), pos))
+            vals = np.vstack([v for _, _, v in parts])
+            return int(cur), pos[order], vals[order]  # type: ignore[arg-type]
+
+        columns = ["ts_ms", "t_pos", "t_key", *TOPIC_COLUMNS]
+        for batch in pq.ParquetFile(f).iter_batches(batch_size=TOPIC_BATCH_ROWS, columns=columns):
+            ts = batch.column(0).to_numpy(zero_copy_only=False)
+            pos = batch.column(1).to_numpy(zero_copy_only=False).astype(np.int64)
+            key = batch.column(2).to_numpy(zero_copy_only=False).astype(np.int64)
+            vals = np.ones((batch.num_rows, 6))
+            for k in range(5):
+                vals[:, k] = np.nan_to_num(batch.column(3 + k).to_numpy(zero_copy_only=False).astype(np.float64))
+            cuts = [0, *(np.flatnonzero(np.diff(ts)) + 1).tolist(), batch.num_rows]
+            for a, b in zip(cuts[:-1], cuts[1:]):
+                if a == b:
+                    continue
+                if cur is not None and ts[a] != cur:
+                    yield done()
+                    parts = []
+                cur = int(ts[a])
+                parts.append((pos[a:b], key[a:b], vals[a:b]))
+        if parts:
+            yield done()
+
+    files = sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".parquet"))
+    return heapq.merge(*(ticks(f) for f in files), key=lambda x: x[0])
+
+
+def _ticks_from_stream(path: str, meta: dict[str, Any]) -> Iterator[ObservedTick]:
+    """The observed ticks of a prepared stream, in time order: the broker part defines the ticks; the bundle
+    and topic parts join it on ``ts_ms`` (a tick they lack has no bundles / topics)."""
+    nb = len(meta["broker_ids"])
+    bundles = _stream_rows(f"{path}/bundles")
+    topics = _topic_rows(f"{path}/topics") if meta.get("topics") else iter(())
+    pending: dict[str, Any] = {"u": next(bundles, None), "t": next(topics, None)}
+
+    def at(key: str, it: Iterator[Any], ts: int) -> Any:
+        while pending[key] is not None and pending[key][0] < ts:
+            pending[key] = next(it, None)
+        return pending[key] if pending[key] is not None and pending[key][0] == ts else None
+
+    def lst(row: Any, name: str, dtype: Any = np.float64) -> np.ndarray:
+        v = None
+        if row is not None and name in row[1] and row[1][name][row[2]].is_valid:
+            v = row[1][name][row[2]].values
+        return np.zeros(0, dtype=dtype) if v is None else v.to_numpy(zero_copy_only=False).astype(dtype)
+
+    for tick, b in enumerate(_stream_rows(f"{path}/brokers")):
+        ts = b[0]
+        b_idx = lst(b, "b_idx", np.int64)
+        alive = np.zeros(nb, dtype=bool)
+        alive[b_idx] = True
+        usage = np.zeros((nb, 5))
+        limit = np.zeros((nb, 5))
+        for k, res in enumerate(RES):
+            usage[b_idx, k] = np.nan_to_num(lst(b, f"{res}_usage"))
+            limit[b_idx, k] = np.nan_to_num(lst(b, f"{res}_limit"))
+        last_update = np.full(nb, -1, dtype=np.int64)
+        last_update[b_idx] = lst(b, "last_update_ms", np.int64)
+        u = at("u", bundles, ts)
+        names = u[1]["u_name"][u[2]].values.to_pylist() if u is not None and u[1]["u_name"][u[2]].is_valid else []
+        uv = np.column_stack([np.nan_to_num(lst(u, c)) for c in
+                              ("u_thr_in", "u_thr_out", "u_rate_in", "u_rate_out", "u_sessions", "u_topics")]) \
+            if names else np.zeros((0, 6))
+        t = at("t", topics, ts)
+        yield ObservedTick(tick, int(ts), alive, usage, limit,
+                           bundle_names=names, bundle_owner=lst(u, "u_owner", np.int32), bundle_values=uv,
+                           topic_values=t[2] if t is not None else None,
+                           topic_positions=t[1] if t is not None else None, last_update=last_update)
 
 
 OUT_SCHEMA = "run_id STRING, kind STRING, payload STRING"
@@ -298,8 +375,7 @@ def run_partition(meta: dict[str, Any], policies_json: dict[str, Any] | None, pr
             )
         static = StaticInputs(
             meta["broker_ids"], meta["namespaces"],
-            np.array(meta["topic_positions"], dtype=np.int64) if meta["topic_positions"] else None,
-            Calibration(np.array(meta["cpu_base"]), np.array(meta["cpu_per_msg"])), policies,
+            None, Calibration(np.array(meta["cpu_base"]), np.array(meta["cpu_per_msg"])), policies,
         )
         ids = meta["broker_ids"]
         for pdf in batches:
@@ -374,7 +450,6 @@ def combine_metrics(seq_metrics: Any, broker_ticks: Any) -> Any:
     """run_metrics: the tasks' additive metrics summed over tick slices, plus the load distribution over time
     (std, max-min spread and max/mean of the weighted max usage over alive brokers per tick; mean, p95, final)
     computed from ``broker_ticks``: DataFrame -> DataFrame."""
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     summed = seq_metrics.groupBy("run_id", "metric").agg(
@@ -397,21 +472,19 @@ def combine_metrics(seq_metrics: Any, broker_ticks: Any) -> Any:
         F.when(F.avg("weighted_max_usage") > 0, F.max("weighted_max_usage") / F.avg("weighted_max_usage"))
         .otherwise(F.lit(1.0)).alias("load_max_over_mean"),
     )
-    last = Window.partitionBy("run_id").orderBy(F.col("tick").desc())
-    finals = per_tick.withColumn("rn", F.row_number().over(last)).where("rn = 1")
-    parts = [summed.where(~F.col("metric").isin("time_to_balance_minutes_total", "calibration_error_total",
-                                                 "calibration_ticks")), derived]
-    for name in ("load_std", "load_spread", "load_max_over_mean"):
-        agg = per_tick.groupBy("run_id").agg(F.avg(name).alias("mean"), F.expr(f"percentile({name}, 0.95)").alias("p95"))
-        parts.append(agg.select("run_id", F.lit(f"{name}_mean").alias("metric"), F.col("mean").alias("value")))
-        parts.append(agg.select("run_id", F.lit(f"{name}_p95").alias("metric"), F.col("p95").alias("value")))
-        parts.append(finals.select("run_id", F.lit(f"{name}_final").alias("metric"), F.col(name).alias("value")))
-    ticks = per_tick.groupBy("run_id").agg(F.count(F.lit(1)).cast("double").alias("value"))
-    parts.append(ticks.select("run_id", F.lit("ticks").alias("metric"), "value"))
-    out = parts[0]
-    for p in parts[1:]:
-        out = out.unionByName(p)
-    return out
+    # every distribution KPI in one aggregation: mean, p95 and the final tick's value (max_by tick)
+    names = ("load_std", "load_spread", "load_max_over_mean")
+    aggs = [F.count(F.lit(1)).cast("double").alias("ticks")]
+    for name in names:
+        aggs += [F.avg(name).alias(f"{name}_mean"), F.percentile(name, 0.95).alias(f"{name}_p95"),
+                 F.max_by(name, "tick").alias(f"{name}_final")]
+    kpis = per_tick.groupBy("run_id").agg(*aggs)
+    cols = ["ticks"] + [f"{n}_{s}" for n in names for s in ("mean", "p95", "final")]
+    stacked = kpis.select("run_id", F.expr(
+        f"stack({len(cols)}, " + ", ".join(f"'{c}', CAST({c} AS DOUBLE)" for c in cols) + ")").alias("metric", "value"))
+    rest = summed.where(~F.col("metric").isin("time_to_balance_minutes_total", "calibration_error_total",
+                                               "calibration_ticks"))
+    return rest.unionByName(derived).unionByName(stacked)
 
 
 def observed_ownership(bundle_load: Any, cluster: str) -> Any:
@@ -628,10 +701,10 @@ class _ProgressWatcher:
 
 
 def _stream_ticks(path: str) -> int:
-    """Number of ticks in a prepared stream (Parquet footers only)."""
+    """Number of ticks in a prepared stream (Parquet footers of its broker part only)."""
     import pyarrow.dataset as ds
 
-    return int(ds.dataset(path, format="parquet").count_rows())
+    return int(ds.dataset(f"{path}/brokers", format="parquet").count_rows())
 
 
 def _policies_json(spark: Any, lake: str, cluster: str, versions: dict[str, int]) -> dict[str, Any] | None:
