@@ -88,6 +88,26 @@ def test_modular_sample_passes_and_status_tracks_changes(spark, lake) -> None:
     assert err.value.exit_code == 3
 
 
+def test_commits_of_other_clusters_leave_a_validation_standing(spark, lake) -> None:
+    """A commit that only touches another cluster's partitions keeps a cluster validated without a fingerprint
+    scan (read from the Delta log's add/remove actions); a commit touching the cluster does not."""
+    ing.ingest(spark, lake, MODULAR, "val_ua")
+    assert val.validate(spark, lake, "val_ua").passed
+    v0 = val.delta_version(spark, lake, ing.BROKER_LOAD)
+    ing.ingest(spark, lake, MODULAR, "val_ub")
+    v1 = val.delta_version(spark, lake, ing.BROKER_LOAD)
+    assert v1 > v0
+    assert val.cluster_untouched(spark, lake, ing.BROKER_LOAD, "val_ua", v0, v1)
+    assert not val.cluster_untouched(spark, lake, ing.BROKER_LOAD, "val_ub", v0, v1)
+    assert val.validation_problems(spark, lake, "val_ua") == []
+    spark.sql(f"DELETE FROM delta.`{lake}/broker_load` WHERE cluster = 'val_ua' AND broker = 'broker-3:8080'")
+    v2 = val.delta_version(spark, lake, ing.BROKER_LOAD)
+    assert not val.cluster_untouched(spark, lake, ing.BROKER_LOAD, "val_ua", v0, v2)
+    assert val.cluster_untouched(spark, lake, ing.BROKER_LOAD, "val_ub", v1, v2)
+    assert val.validation_problems(spark, lake, "val_ua") == [
+        f"broker_load: changed since validation (validated Delta version {runs_version(spark, lake, 'val_ua')})"]
+
+
 def runs_version(spark, lake: str, cluster: str) -> int:
     return _rows(spark, lake, "validation_runs", cluster).where("table_name = 'broker_load'").first()["delta_version"]
 

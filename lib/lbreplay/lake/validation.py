@@ -43,6 +43,7 @@ validated, failed, or changed since.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from dataclasses import dataclass, field
@@ -496,6 +497,40 @@ def delta_version(spark: Any, lake: str, table: Table) -> int | None:
         return int(DeltaTable.forPath(spark, path).history(1).collect()[0]["version"])
 
 
+def cluster_untouched(spark: Any, lake: str, table: Table, cluster: str, since: int, until: int) -> bool:
+    """True when no Delta commit in ``(since, until]`` added or removed a file of ``cluster``'s partition or
+    changed the table's metadata: read from the commit files (``add`` / ``remove`` actions carry their
+    ``partitionValues``), no Spark job. False when a commit file is gone (log cleanup) or unreadable."""
+    path = table_location(lake, table.name)
+    try:
+        jvm = spark._jvm
+        conf = spark._jsc.hadoopConfiguration()
+        for version in range(since + 1, until + 1):
+            f = jvm.org.apache.hadoop.fs.Path(f"{path}/_delta_log/{version:020d}.json")
+            fs = f.getFileSystem(conf)
+            if not fs.exists(f):
+                return False
+            stream = fs.open(f)
+            try:
+                text = jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+            finally:
+                stream.close()
+            for line in text.splitlines():
+                if not line.strip():
+                    continue
+                action = json.loads(line)
+                if "metaData" in action:
+                    return False
+                for kind in ("add", "remove"):
+                    if kind in action:
+                        values = action[kind].get("partitionValues")
+                        if not isinstance(values, dict) or "cluster" not in values or values["cluster"] == cluster:
+                            return False  # this cluster's files, or a file of unknown partition
+        return True
+    except Exception:  # noqa: BLE001 - no JVM gateway, or an unexpected log: fall back to the fingerprint
+        return False
+
+
 def _read(spark: Any, lake: str, table: Table, version: int, clusters: list[str] | None) -> Any:
     from pyspark.sql import functions as F
 
@@ -769,10 +804,21 @@ def validation_problems(spark: Any, lake: str, cluster: str, tables: Iterable[st
         ):
             latest[r["table_name"]] = r
     current = {t.name: delta_version(spark, lake, t) for t in VALIDATED_TABLES}
+    # a table whose later commits only touched other clusters is still the validated data (no fingerprint scan)
+    same = {
+        t.name
+        for t in VALIDATED_TABLES
+        if (v := current[t.name]) is not None
+        and t.name in latest
+        and latest[t.name]["delta_version"] is not None
+        and (latest[t.name]["delta_version"] == v
+             or 0 <= latest[t.name]["delta_version"] < v
+             and cluster_untouched(spark, lake, t, cluster, int(latest[t.name]["delta_version"]), v))
+    }
     stale = {
         t.name: _read(spark, lake, t, v, [cluster])
         for t in VALIDATED_TABLES
-        if (v := current[t.name]) is not None and (t.name not in latest or latest[t.name]["delta_version"] != v)
+        if (v := current[t.name]) is not None and t.name not in same
     }
     prints = _fingerprints(stale)
     problems = []
@@ -781,7 +827,7 @@ def validation_problems(spark: Any, lake: str, cluster: str, tables: Iterable[st
         run = latest.get(table.name)
         if table.name in stale:
             rows, fp = prints.get((table.name, cluster), (0, _empty_fingerprint()))
-        elif run is not None and current[table.name] is not None:  # same Delta version as validated
+        elif run is not None and current[table.name] is not None:  # the validated data (version, or untouched)
             rows, fp = int(run["row_count"] or 0), run["fingerprint"]
         else:
             rows, fp = 0, _empty_fingerprint()

@@ -27,7 +27,7 @@ import sys
 import time
 import uuid
 from dataclasses import asdict
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -53,15 +53,10 @@ def _progress(quiet: bool, msg: str) -> None:
 
 # --------------------------------------------------------------------------------------------- inputs
 def input_versions(spark: Any, lake: str, cluster: str) -> dict[str, int]:
-    """Current Delta version of each input table that exists."""
-    from delta.tables import DeltaTable
+    """Current Delta version of each input table that exists (from the Delta log, no Spark job)."""
+    from lbreplay.lake.validation import delta_version
 
-    out: dict[str, int] = {}
-    for name in T.INPUT_TABLES:
-        loc = T.table_location(lake, name)
-        if DeltaTable.isDeltaTable(spark, loc):
-            out[name] = int(DeltaTable.forPath(spark, loc).history(1).select("version").first()[0])
-    return out
+    return {name: v for name, table in T.INPUT_TABLES.items() if (v := delta_version(spark, lake, table)) is not None}
 
 
 def read_pinned(spark: Any, lake: str, name: str, versions: dict[str, int], cluster: str,
@@ -171,6 +166,23 @@ def _write_stream_part(df: Any, path: str) -> None:
                    .sortWithinPartitions("ts_ms"), path)
 
 
+def run_concurrently(*jobs: Callable[[], Any]) -> list[Any]:
+    """Run independent Spark actions from driver threads so their jobs share the cores (Spark schedules
+    concurrent jobs; each action's fixed driver-side cost overlaps the others' tasks). Results in order; the
+    first error is raised after every action has ended."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if len(jobs) <= 1:
+        return [job() for job in jobs]
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        futures = [pool.submit(job) for job in jobs]
+        errors = [f.exception() for f in futures]
+    for e in errors:
+        if e is not None:
+            raise e
+    return [f.result() for f in futures]
+
+
 def _write_parquet(df: Any, path: str) -> None:
     df.write.mode("overwrite").option("parquet.block.size", 8 * 1024 * 1024).parquet(path)
 
@@ -179,8 +191,6 @@ def prepare(spark: Any, lake: str, cluster: str, versions: dict[str, int], use_t
             window: TimeWindow | None = None) -> tuple[str, dict[str, Any]]:
     """Write (or reuse) the tick stream of ``cluster`` at ``versions`` (only the ticks in ``window`` when given);
     return its path and the static inputs."""
-    from pyspark.sql import functions as F
-
     if "broker_load" not in versions or "bundle_load" not in versions:
         raise InvalidInputError(f"cluster {cluster!r}: broker_load and bundle_load are required (run generate or ingest)")
     key_parts: list[Any] = [cluster, versions, use_topics, STREAM_FORMAT] + ([window.to_json()] if window else [])
@@ -192,30 +202,41 @@ def prepare(spark: Any, lake: str, cluster: str, versions: dict[str, int], use_t
         return meta["stream"], meta
     bl = read_pinned(spark, lake, "broker_load", versions, cluster, window)
     ul = read_pinned(spark, lake, "bundle_load", versions, cluster, window)
-    brokers = sorted(r[0] for r in bl.select("broker").distinct().collect())
-    if not brokers and window is not None:
-        raise UsageError(f"{window.flag_text()}: cluster {cluster!r} has no ticks in {window.describe()}")
-    if not brokers:
-        raise InvalidInputError(f"table=broker_load: no rows for cluster {cluster!r}")
-    namespaces = sorted(r[0] for r in ul.select("namespace").distinct().collect())
-    sums = {r["broker"]: r for r in calibration_sums(bl).collect()}
-    arr = lambda k: np.array([float(sums[b][k] or 0.0) for b in brokers])  # noqa: E731
-    calib = Calibration.from_sums(arr("n"), arr("sx"), arr("sy"), arr("sxx"), arr("sxy"))
     has_topics = use_topics and "topic_load" in versions
+    stream = f"{base}/stream"
+    # few files per part (the task keeps one batch of each open), parallel across the cores
+    parts = max(1, min(int(spark.sparkContext.defaultParallelism), MAX_STREAM_FILES))
+
+    def broker_side() -> tuple[list[str], Calibration]:
+        """The broker universe, the load model's calibration, then the broker and bundle parts."""
+        brokers = sorted(r[0] for r in bl.select("broker").distinct().collect())
+        if not brokers and window is not None:
+            raise UsageError(f"{window.flag_text()}: cluster {cluster!r} has no ticks in {window.describe()}")
+        if not brokers:
+            raise InvalidInputError(f"table=broker_load: no rows for cluster {cluster!r}")
+        sums = {r["broker"]: r for r in calibration_sums(bl).collect()}
+        arr = lambda k: np.array([float(sums[b][k] or 0.0) for b in brokers])  # noqa: E731
+        calib = Calibration.from_sums(arr("n"), arr("sx"), arr("sy"), arr("sxx"), arr("sxy"))
+        bidx = spark.createDataFrame([(b, i) for i, b in enumerate(brokers)], "broker STRING, b_idx INT")
+        _write_stream_part(broker_stream(bl, bidx, parts), f"{stream}/brokers")
+        _write_stream_part(bundle_stream(ul, bidx, parts), f"{stream}/bundles")
+        return brokers, calib
+
+    def namespace_side() -> list[str]:
+        """The namespaces (bundle_load's), then the topic part (the big one) on their ring positions."""
+        namespaces = sorted(r[0] for r in ul.select("namespace").distinct().collect())
+        if has_topics:
+            tl = read_pinned(spark, lake, "topic_load", versions, cluster, window)
+            nidx = spark.createDataFrame([(n, i) for i, n in enumerate(namespaces)], "namespace STRING, ns_idx INT")
+            _write_parquet(topic_stream(tl, nidx, parts), f"{stream}/topics")
+        return namespaces
+
+    (brokers, calib), namespaces = run_concurrently(broker_side, namespace_side)
     meta = {
         "broker_ids": brokers, "namespaces": namespaces,
         "cpu_base": calib.cpu_base.tolist(), "cpu_per_msg": calib.cpu_per_msg.tolist(),
-        "topics": has_topics, "stream": f"{base}/stream",
+        "topics": has_topics, "stream": stream,
     }
-    # few files per part (the task keeps one batch of each open), parallel across the cores
-    parts = max(1, min(int(spark.sparkContext.defaultParallelism), MAX_STREAM_FILES))
-    bidx = spark.createDataFrame([(b, i) for i, b in enumerate(brokers)], "broker STRING, b_idx INT")
-    _write_stream_part(broker_stream(bl, bidx, parts), f"{meta['stream']}/brokers")
-    _write_stream_part(bundle_stream(ul, bidx, parts), f"{meta['stream']}/bundles")
-    if has_topics:
-        tl = read_pinned(spark, lake, "topic_load", versions, cluster, window)
-        nidx = spark.createDataFrame([(n, i) for i, n in enumerate(namespaces)], "namespace STRING, ns_idx INT")
-        _write_parquet(topic_stream(tl, nidx, parts), f"{meta['stream']}/topics")
     spark.createDataFrame([(json.dumps(meta),)], "k STRING").coalesce(1).write.mode("overwrite").text(marker)
     return meta["stream"], meta
 
@@ -555,8 +576,11 @@ def write_outputs(spark: Any, lake: str, cluster: str, raw: Any, runs: list[dict
     bt = bt.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         met = combine_metrics(seq_metrics, bt)
-        for table, df in ((T.OWNERSHIP, own), (T.DECISIONS, dec), (T.BROKER_TICKS, bt), (T.RUN_METRICS, met)):
-            T.replace_partitions(spark, lake, table, df, where)
+        # four independent Delta commits, concurrently; the runs row is written after all of them
+        run_concurrently(*[
+            (lambda table=table, df=df: T.replace_partitions(spark, lake, table, df, where))
+            for table, df in ((T.OWNERSHIP, own), (T.DECISIONS, dec), (T.BROKER_TICKS, bt), (T.RUN_METRICS, met))
+        ])
     finally:
         bt.unpersist()
     ticks: dict[str, int] = {}
@@ -649,7 +673,8 @@ def execute(
     try:
         from lbreplay.lake.views import ensure_views
 
-        ensure_views(spark, lake)
+        T.ensure_table(spark, lake, T.BUNDLE_LOAD)  # the views read it and the output tables (ensured above)
+        ensure_views(spark, "")
     except ImportError:
         pass
     _progress(quiet, f"done in {time.time() - t0:.1f}s (tables {t2 - t1:.1f}s, views {time.time() - t2:.1f}s)")
