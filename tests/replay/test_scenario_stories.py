@@ -125,6 +125,32 @@ def test_avg_shedder_spreads_the_orphans_and_moves_fewer_bundles(spark: Any, sca
     assert shed_from_big[0].n >= 1
 
 
+@pytest.mark.parametrize("window", [None, ("2024-01-01T00:20:00Z", "2024-01-01T01:05:30Z")])
+def test_task_reads_topic_load_files_like_the_written_topic_part(
+        spark: Any, lake: str, scale_in: dict[str, Any], window: tuple[str, str] | None) -> None:
+    """The replay task reads ``topic_load``'s Parquet files itself (local lake, reader protocol 1): every tick has
+    the same topics, ring positions (namespace index * 2**32 + crc32, ``NamespaceBundleFactory#getBundle``) and
+    loads as from the topic part Spark writes (join with the namespace index, ``F.crc32``) -- over the whole
+    history and over a ``--from/--to`` window that starts and ends inside the history (the end between ticks)."""
+    import numpy as np
+
+    from lbreplay.lake.window import window_from_flags
+
+    span = window_from_flags(*window) if window else None
+    versions = R.input_versions(spark, lake, scale_in["cluster"])
+    _, direct = R.prepare(spark, lake, scale_in["cluster"], versions, window=span)
+    _, written = R.prepare(spark, lake, scale_in["cluster"], versions, window=span, topic_files=False)
+    assert direct["topic_files"] and "topic_files" not in written
+    a = list(R._ticks_from_stream(direct["stream"], direct))
+    b = list(R._ticks_from_stream(written["stream"], written))
+    assert len(a) == len(b) == (46 if window else 100)
+    for x, y in zip(a, b):
+        assert x.ts_ms == y.ts_ms and x.bundle_names == y.bundle_names
+        assert x.topic_positions is not None and len(x.topic_positions) == 1000
+        np.testing.assert_array_equal(x.topic_positions, y.topic_positions)
+        np.testing.assert_array_equal(x.topic_values, y.topic_values)
+
+
 # --------------------------------------------------------------------------------------------- hot-bundle audit
 @pytest.fixture(scope="module")
 def hot_bundle(spark: Any, lake: str) -> dict[str, Any]:

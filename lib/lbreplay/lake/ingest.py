@@ -643,6 +643,8 @@ def ingest(spark: Any, lake: str, source: str | Path, cluster: str, window: Time
             ensure_table(spark, lake, table)
             if not spark.read.format("delta").load(table_location(lake, table.name)).where(where).limit(1).count():
                 continue
+        if any(c.name == "ts" for c in table.columns):  # time-ordered files: the replay task streams them in order
+            rows = sorted(rows, key=lambda r: r["ts"])  # stable: a snapshot keeps its rows' order
         replace_partitions(spark, lake, table, rows_frame(spark, table, rows), where)
     return dump
 

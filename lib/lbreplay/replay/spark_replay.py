@@ -1,10 +1,13 @@
 """Replays on Spark: pinned inputs, the per-tick stream (stateless DataFrame work), one run per Spark task.
 
 * Inputs are read at their current Delta versions, recorded in ``runs.input_versions``.
-* Stateless preparation as DataFrame transformations: the per-broker least-squares sums of the load model,
-  the per-tick aggregation of brokers, bundles and topics into one row per tick each (the "tick stream": three
-  Parquet parts, each file sorted by tick, written in parallel with one shuffle per part), written once per
-  (cluster, input versions) under ``<lake>/_replay_cache``.
+* Stateless preparation as DataFrame transformations: the per-broker least-squares sums of the load model and
+  the "tick stream", Parquet parts written in parallel once per (cluster, input versions) under
+  ``<lake>/_replay_cache``: brokers aggregated into one row per tick, bundles as flat (tick, bundle) rows, each
+  input partition sorted by tick with no shuffle; every file sorted by tick, the task merges a part's files by
+  tick. Topics, the biggest input, are read by the task straight from ``topic_load``'s files where plain Parquet
+  reads see the table (:mod:`lbreplay.replay.topic_files`), else written as a flat (tick, topic) part with their
+  ring positions.
 * The stateful tick loop runs inside Spark tasks (``mapInPandas`` over the run specs, one run per task): each
   task streams the tick rows with Arrow in bounded batches, so memory does not grow with the history and
   nothing of the history reaches the driver. Never one Spark job per tick.
@@ -109,61 +112,62 @@ def broker_stream(broker_load: Any, broker_index: Any, partitions: int = 1) -> A
 
     fields = ["b_idx"] + [f"{r}_{k}" for r in RES for k in ("usage", "limit")] + ["last_update_ms"]
     s = F.sort_array(F.collect_list(F.struct(*[F.col(f) for f in fields]))).alias("b")
-    df = broker_load.withColumn("last_update_ms", (F.unix_micros(F.coalesce("last_update", "ts")) / 1000).cast("long"))
+    df = broker_load.withColumn("last_update_ms", F.unix_millis(F.coalesce("last_update", "ts")))
     agg = with_index(df, broker_index, "broker", "b_idx").repartition(partitions, "ts").groupBy("ts").agg(s)
     return agg.select("ts", *[_field("b", f).alias(f) for f in fields])
 
 
-def bundle_stream(bundle_load: Any, broker_index: Any, partitions: int = 1) -> Any:
-    """One row per tick: the observed bundles (sorted by name: the layout's order) with owner index and loads."""
+def bundle_stream(bundle_load: Any, broker_index: Any) -> Any:
+    """One row per (tick, observed bundle): ``ts_ms``, the bundle's name, its owner's broker index and its loads
+    (the task orders a tick's bundles by name: the layout's order)."""
     from pyspark.sql import functions as F
 
-    df = with_index(bundle_load, broker_index, "broker", "b_idx").select(
-        "ts", F.col("bundle").alias("u_name"), F.col("b_idx").alias("u_owner"),
+    return with_index(bundle_load, broker_index, "broker", "b_idx").select(
+        F.unix_millis(F.col("ts")).alias("ts_ms"), F.col("bundle").alias("u_name"), F.col("b_idx").alias("u_owner"),
         F.col("msg_throughput_in").alias("u_thr_in"), F.col("msg_throughput_out").alias("u_thr_out"),
         F.col("msg_rate_in").alias("u_rate_in"), F.col("msg_rate_out").alias("u_rate_out"),
         (F.coalesce(F.col("consumer_count"), F.lit(0)) + F.coalesce(F.col("producer_count"), F.lit(0))).cast("double").alias("u_sessions"),
         F.col("topics").cast("double").alias("u_topics"),
     )
-    fields = ["u_name", "u_owner", "u_thr_in", "u_thr_out", "u_rate_in", "u_rate_out", "u_sessions", "u_topics"]
-    agg = df.repartition(partitions, "ts").groupBy("ts").agg(F.sort_array(F.collect_list(F.struct(*fields))).alias("u"))
-    return agg.select("ts", *[_field("u", f).alias(f) for f in fields])
 
 
-def topic_stream(topic_load: Any, namespace_index: Any, partitions: int = 1) -> Any:
+def topic_stream(topic_load: Any, namespace_index: Any) -> Any:
     """One row per (tick, topic): ``ts_ms``, the topic's global ring position ``t_pos`` (namespace index * 2**32 +
-    crc32(topic), NamespaceBundleFactory.getBundle's hash), a tie-break key ``t_key`` (xxhash64 of the name) and
-    its load; a tick's rows together in one partition, each partition sorted by ``ts_ms`` (the task orders a
-    tick's rows by (``t_pos``, ``t_key``)). Topics of namespaces without bundles are dropped."""
+    crc32(topic), NamespaceBundleFactory.getBundle's hash) and its load. Topics of namespaces without bundles are
+    dropped (the inner join with the namespace index)."""
     from pyspark.sql import functions as F
 
-    df = topic_load.join(namespace_index.hint("broadcast"), on="namespace", how="inner").select(
-        (F.unix_micros(F.col("ts")) / 1000).cast("long").alias("ts_ms"),
+    return topic_load.join(namespace_index.hint("broadcast"), on="namespace", how="inner").select(
+        F.unix_millis(F.col("ts")).alias("ts_ms"),
         (F.col("ns_idx").cast("long") * F.lit(1 << 32) + F.crc32(F.col("topic"))).alias("t_pos"),
-        F.xxhash64(F.col("topic")).alias("t_key"),
         F.col("msg_throughput_in").alias("t_thr_in"), F.col("msg_throughput_out").alias("t_thr_out"),
         F.col("msg_rate_in").alias("t_rate_in"), F.col("msg_rate_out").alias("t_rate_out"),
         (F.coalesce(F.col("consumer_count"), F.lit(0)) + F.coalesce(F.col("producer_count"), F.lit(0))).cast("double").alias("t_sessions"),
     )
-    return df.repartition(partitions, "ts_ms").sortWithinPartitions("ts_ms")
 
 
 TOPIC_COLUMNS = ("t_thr_in", "t_thr_out", "t_rate_in", "t_rate_out", "t_sessions")
-TOPIC_BATCH_ROWS = 1 << 16
-
-
-STREAM_PARTS = ("brokers", "bundles", "topics")
-STREAM_FORMAT = 4  # part of the cache key: bump when the stream's layout changes
+BUNDLE_COLUMNS = ("u_thr_in", "u_thr_out", "u_rate_in", "u_rate_out", "u_sessions", "u_topics")
+FLAT_BATCH_ROWS = 1 << 16
+STREAM_FORMAT = 6  # part of the cache key: bump when the stream's layout changes
 
 
 def _write_stream_part(df: Any, path: str) -> None:
-    """Write one per-tick part of the tick stream: one row per tick, each file sorted by ``ts_ms``. The rows were
+    """Write the broker part of the tick stream: one row per tick, each file sorted by ``ts_ms``. The rows were
     hash-partitioned by ``ts`` before their aggregation, so the files are written in parallel with no further
     shuffle; the task merges the files by ``ts_ms``."""
     from pyspark.sql import functions as F
 
-    _write_parquet(df.withColumn("ts_ms", (F.unix_micros(F.col("ts")) / 1000).cast("long")).drop("ts")
-                   .sortWithinPartitions("ts_ms"), path)
+    _write_parquet(df.withColumn("ts_ms", F.unix_millis(F.col("ts"))).drop("ts").sortWithinPartitions("ts_ms"), path)
+
+
+def _write_flat_part(df: Any, path: str) -> None:
+    """Write a flat part of the tick stream (one row per tick and bundle / topic) with no shuffle: each input
+    partition sorted by ``ts_ms`` becomes one file (input partitions merged down to ``MAX_STREAM_FILES``, the
+    task keeps one batch of each file open); the task merges the files by ``ts_ms``."""
+    if df.rdd.getNumPartitions() > MAX_STREAM_FILES:
+        df = df.coalesce(MAX_STREAM_FILES)
+    _write_parquet(df.sortWithinPartitions("ts_ms"), path)
 
 
 def run_concurrently(*jobs: Callable[[], Any]) -> list[Any]:
@@ -188,18 +192,21 @@ def _write_parquet(df: Any, path: str) -> None:
 
 
 def prepare(spark: Any, lake: str, cluster: str, versions: dict[str, int], use_topics: bool = True,
-            window: TimeWindow | None = None) -> tuple[str, dict[str, Any]]:
+            window: TimeWindow | None = None, topic_files: bool = True) -> tuple[str, dict[str, Any]]:
     """Write (or reuse) the tick stream of ``cluster`` at ``versions`` (only the ticks in ``window`` when given);
-    return its path and the static inputs."""
+    return its path and the static inputs. ``topic_files=False`` writes the topic part even where the task could
+    read ``topic_load``'s files itself."""
     if "broker_load" not in versions or "bundle_load" not in versions:
         raise InvalidInputError(f"cluster {cluster!r}: broker_load and bundle_load are required (run generate or ingest)")
     key_parts: list[Any] = [cluster, versions, use_topics, STREAM_FORMAT] + ([window.to_json()] if window else [])
+    key_parts += [] if topic_files else ["topic-part"]
     key = hashlib.sha256(json.dumps(key_parts, sort_keys=True).encode()).hexdigest()[:16]
     base = f"{lake}/_replay_cache/{cluster}/{key}"
     marker = f"{base}/_meta_json"  # written last: the static inputs, and the sign that the stream is complete
     if _exists(spark, marker):
         meta = json.loads("".join(r[0] for r in spark.read.text(marker).collect()))
-        return meta["stream"], meta
+        if all(os.path.isfile(f) for f in meta.get("topic_files", ())):  # else vacuumed since: prepare anew
+            return meta["stream"], meta
     bl = read_pinned(spark, lake, "broker_load", versions, cluster, window)
     ul = read_pinned(spark, lake, "bundle_load", versions, cluster, window)
     has_topics = use_topics and "topic_load" in versions
@@ -219,26 +226,55 @@ def prepare(spark: Any, lake: str, cluster: str, versions: dict[str, int], use_t
         calib = Calibration.from_sums(arr("n"), arr("sx"), arr("sy"), arr("sxx"), arr("sxy"))
         bidx = spark.createDataFrame([(b, i) for i, b in enumerate(brokers)], "broker STRING, b_idx INT")
         _write_stream_part(broker_stream(bl, bidx, parts), f"{stream}/brokers")
-        _write_stream_part(bundle_stream(ul, bidx, parts), f"{stream}/bundles")
+        _write_flat_part(bundle_stream(ul, bidx), f"{stream}/bundles")
         return brokers, calib
 
-    def namespace_side() -> list[str]:
-        """The namespaces (bundle_load's), then the topic part (the big one) on their ring positions."""
+    def namespace_side() -> tuple[list[str], list[str] | None]:
+        """The namespaces (bundle_load's), then the topics: the files of ``topic_load`` when the task can read
+        them itself, else the topic part (the big one) written on their ring positions."""
         namespaces = sorted(r[0] for r in ul.select("namespace").distinct().collect())
+        files = None
         if has_topics:
             tl = read_pinned(spark, lake, "topic_load", versions, cluster, window)
-            nidx = spark.createDataFrame([(n, i) for i, n in enumerate(namespaces)], "namespace STRING, ns_idx INT")
-            _write_parquet(topic_stream(tl, nidx, parts), f"{stream}/topics")
-        return namespaces
+            files = direct_topic_files(spark, lake, tl) if topic_files else None
+            if files is None:
+                nidx = spark.createDataFrame([(n, i) for i, n in enumerate(namespaces)], "namespace STRING, ns_idx INT")
+                _write_flat_part(topic_stream(tl, nidx), f"{stream}/topics")
+        return namespaces, files
 
-    (brokers, calib), namespaces = run_concurrently(broker_side, namespace_side)
+    (brokers, calib), (namespaces, files) = run_concurrently(broker_side, namespace_side)
     meta = {
         "broker_ids": brokers, "namespaces": namespaces,
         "cpu_base": calib.cpu_base.tolist(), "cpu_per_msg": calib.cpu_per_msg.tolist(),
         "topics": has_topics, "stream": stream,
     }
+    if files is not None:
+        meta["topic_files"] = files
+        meta["topic_window_us"] = [_epoch_us(window.start), _epoch_us(window.end)] if window else [None, None]
     spark.createDataFrame([(json.dumps(meta),)], "k STRING").coalesce(1).write.mode("overwrite").text(marker)
     return meta["stream"], meta
+
+
+def direct_topic_files(spark: Any, lake: str, topic_load: Any) -> list[str] | None:
+    """The local Parquet files of the pinned, cluster-filtered ``topic_load`` when plain Parquet reads see exactly
+    the table's rows (a local lake; no deletion vectors, no column mapping: Delta protocol reader version 1), so
+    the task reads the topics itself (:mod:`lbreplay.replay.topic_files`); else None (the topic part is written)."""
+    import re
+
+    if "://" in lake and not lake.startswith("file:"):
+        return None
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{T.table_location(lake, T.TOPIC_LOAD.name)}`").first()
+    if detail is None or int(detail["minReaderVersion"]) > 1:
+        return None
+    files = [re.sub(r"^file:(//)?", "", f) for f in topic_load.inputFiles()]
+    return sorted(files) if all(os.path.isfile(f) for f in files) else None
+
+
+def _epoch_us(t: dt.datetime | None) -> int | None:
+    if t is None:
+        return None
+    t = t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+    return (t - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // dt.timedelta(microseconds=1)
 
 
 def _exists(spark: Any, path: str) -> bool:
@@ -248,15 +284,16 @@ def _exists(spark: Any, path: str) -> bool:
 
 
 # --------------------------------------------------------------------------------------------- the task
+def _part_files(path: str) -> list[str]:
+    return sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".parquet")) if os.path.isdir(path) else []
+
+
 def _stream_rows(path: str) -> Iterator[tuple[int, dict[str, Any], int]]:
-    """(ts_ms, columns of its batch, row) for every row of one stream part, in ``ts_ms`` order: each file is
+    """(ts_ms, columns of its batch, row) for every row of the broker part, in ``ts_ms`` order: each file is
     sorted, and the files are merged, reading a few ticks at a time with Arrow (bounded memory)."""
     import heapq
 
     import pyarrow.parquet as pq
-
-    if not os.path.isdir(path):
-        return iter(())
 
     def rows(f: str) -> Iterator[tuple[int, dict[str, Any], int]]:
         for batch in pq.ParquetFile(f).iter_batches(batch_size=BATCH_TICKS):
@@ -264,63 +301,77 @@ def _stream_rows(path: str) -> Iterator[tuple[int, dict[str, Any], int]]:
             for r, ts in enumerate(cols["ts_ms"].to_pylist()):
                 yield ts, cols, r
 
-    files = sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".parquet"))
-    return heapq.merge(*(rows(f) for f in files), key=lambda x: x[0])
+    return heapq.merge(*(rows(f) for f in _part_files(path)), key=lambda x: x[0])
 
 
-def _topic_rows(path: str) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-    """(ts_ms, positions, values (T, 6)) per tick of the topic part, in ``ts_ms`` order, the tick's topics ordered
-    by (position, name hash). A tick's rows are in one file; files are read a batch of rows at a time and merged
-    by ``ts_ms`` (bounded memory: one batch and one tick per file)."""
+def _flat_ticks(path: str, columns: tuple[str, ...]) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+    """(ts_ms, the tick's ``columns`` as arrays) per tick of a flat part, in ``ts_ms`` order. Each file is sorted
+    by ``ts_ms`` and read a batch of rows at a time; the files are merged by ``ts_ms`` and a tick's rows found in
+    several files are concatenated in file order (bounded memory: one batch per file and one tick)."""
     import heapq
+    import itertools
 
     import pyarrow.parquet as pq
 
-    if not os.path.isdir(path):
-        return iter(())
-
-    def ticks(f: str) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-        cur: int | None = None
-        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-
-        def done() -> tuple[int, np.ndarray, np.ndarray]:
-            pos = np.concatenate([p for p, _, _ in parts])
-            order = np.argsort(pos)
-            if np.any(np.diff(pos[order]) == 0):  # crc32 collision: order the tied topics by name hash
-                order = np.lexsort((np.concatenate([k for _, k, _ in parts]), pos))
-            vals = np.vstack([v for _, _, v in parts])
-            return int(cur), pos[order], vals[order]  # type: ignore[arg-type]
-
-        columns = ["ts_ms", "t_pos", "t_key", *TOPIC_COLUMNS]
-        for batch in pq.ParquetFile(f).iter_batches(batch_size=TOPIC_BATCH_ROWS, columns=columns):
+    def chunks(f: str) -> Iterator[tuple[int, Any]]:
+        for batch in pq.ParquetFile(f).iter_batches(batch_size=FLAT_BATCH_ROWS, columns=["ts_ms", *columns]):
             ts = batch.column(0).to_numpy(zero_copy_only=False)
-            pos = batch.column(1).to_numpy(zero_copy_only=False).astype(np.int64)
-            key = batch.column(2).to_numpy(zero_copy_only=False).astype(np.int64)
-            vals = np.ones((batch.num_rows, 6))
-            for k in range(5):
-                vals[:, k] = np.nan_to_num(batch.column(3 + k).to_numpy(zero_copy_only=False).astype(np.float64))
             cuts = [0, *(np.flatnonzero(np.diff(ts)) + 1).tolist(), batch.num_rows]
-            for a, b in zip(cuts[:-1], cuts[1:]):
-                if a == b:
-                    continue
-                if cur is not None and ts[a] != cur:
-                    yield done()
-                    parts = []
-                cur = int(ts[a])
-                parts.append((pos[a:b], key[a:b], vals[a:b]))
-        if parts:
-            yield done()
+            for lo, hi in zip(cuts[:-1], cuts[1:]):
+                if hi > lo:
+                    yield int(ts[lo]), batch.slice(lo, hi - lo)
 
-    files = sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".parquet"))
-    return heapq.merge(*(ticks(f) for f in files), key=lambda x: x[0])
+    merged = heapq.merge(*(chunks(f) for f in _part_files(path)), key=lambda x: x[0])
+    for ts, group in itertools.groupby(merged, key=lambda x: x[0]):
+        batches = [b for _, b in group]
+        out = {}
+        for k, name in enumerate(columns, start=1):
+            arrays = [b.column(k) for b in batches]
+            if name == "u_name":
+                out[name] = [v for a in arrays for v in a.to_pylist()]
+            else:
+                out[name] = np.concatenate([a.to_numpy(zero_copy_only=False) for a in arrays])
+        yield ts, out
+
+
+def _topic_ticks(path: str) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """(ts_ms, positions, values (T, 6)) per tick of the topic part, in ``ts_ms`` order; a tick's topics ordered by
+    ring position, topics sharing a position (crc32 collision) by their values, so the sums are the same whatever
+    the files' row order."""
+    for ts, cols in _flat_ticks(path, ("t_pos", *TOPIC_COLUMNS)):
+        pos = cols["t_pos"].astype(np.int64)
+        vals = np.ones((len(pos), 6))
+        for k, name in enumerate(TOPIC_COLUMNS):
+            vals[:, k] = np.nan_to_num(cols[name].astype(np.float64))
+        order = np.argsort(pos, kind="stable")
+        if np.any(np.diff(pos[order]) == 0):
+            order = np.lexsort((*vals.T[::-1], pos))
+        yield ts, pos[order], vals[order]
+
+
+def _bundle_ticks(path: str) -> Iterator[tuple[int, list[str], np.ndarray, np.ndarray]]:
+    """(ts_ms, names, owner indices, values (U, 6)) per tick of the bundle part, the tick's bundles ordered by name
+    (the layout's order)."""
+    for ts, cols in _flat_ticks(path, ("u_name", "u_owner", *BUNDLE_COLUMNS)):
+        names = cols["u_name"]
+        order = sorted(range(len(names)), key=names.__getitem__)
+        vals = np.column_stack([np.nan_to_num(cols[c].astype(np.float64)) for c in BUNDLE_COLUMNS])
+        yield ts, [names[i] for i in order], cols["u_owner"].astype(np.int32)[order], vals[order]
 
 
 def _ticks_from_stream(path: str, meta: dict[str, Any]) -> Iterator[ObservedTick]:
     """The observed ticks of a prepared stream, in time order: the broker part defines the ticks; the bundle
     and topic parts join it on ``ts_ms`` (a tick they lack has no bundles / topics)."""
     nb = len(meta["broker_ids"])
-    bundles = _stream_rows(f"{path}/bundles")
-    topics = _topic_rows(f"{path}/topics") if meta.get("topics") else iter(())
+    bundles = _bundle_ticks(f"{path}/bundles")
+    topics: Iterator[Any] = iter(())
+    if meta.get("topic_files") is not None:
+        from lbreplay.replay.topic_files import topic_ticks
+
+        window_us = tuple(meta.get("topic_window_us") or (None, None))
+        topics = topic_ticks(meta["topic_files"], meta["namespaces"], window_us)  # type: ignore[arg-type]
+    elif meta.get("topics"):
+        topics = _topic_ticks(f"{path}/topics")
     pending: dict[str, Any] = {"u": next(bundles, None), "t": next(topics, None)}
 
     def at(key: str, it: Iterator[Any], ts: int) -> Any:
@@ -347,13 +398,11 @@ def _ticks_from_stream(path: str, meta: dict[str, Any]) -> Iterator[ObservedTick
         last_update = np.full(nb, -1, dtype=np.int64)
         last_update[b_idx] = lst(b, "last_update_ms", np.int64)
         u = at("u", bundles, ts)
-        names = u[1]["u_name"][u[2]].values.to_pylist() if u is not None and u[1]["u_name"][u[2]].is_valid else []
-        uv = np.column_stack([np.nan_to_num(lst(u, c)) for c in
-                              ("u_thr_in", "u_thr_out", "u_rate_in", "u_rate_out", "u_sessions", "u_topics")]) \
-            if names else np.zeros((0, 6))
         t = at("t", topics, ts)
         yield ObservedTick(tick, int(ts), alive, usage, limit,
-                           bundle_names=names, bundle_owner=lst(u, "u_owner", np.int32), bundle_values=uv,
+                           bundle_names=u[1] if u is not None else [],
+                           bundle_owner=u[2] if u is not None else np.zeros(0, dtype=np.int32),
+                           bundle_values=u[3] if u is not None else np.zeros((0, 6)),
                            topic_values=t[2] if t is not None else None,
                            topic_positions=t[1] if t is not None else None, last_update=last_update)
 
@@ -618,12 +667,22 @@ def execute(
 ) -> list[str]:
     """Replay each (pulsar keys, replay options) spec, in parallel Spark tasks; returns the run ids. With
     ``window`` only its ticks are replayed, and it is recorded in each run's ``replay_options``."""
-    _require_validated(spark, lake, cluster)
-    T.ensure_tables(spark, lake, T.OUTPUT_TABLES)
     versions = input_versions(spark, lake, cluster)
     t0 = time.time()
     _progress(quiet, f"preparing tick stream for cluster {cluster} (inputs {versions})")
-    _, meta = prepare(spark, lake, cluster, versions, window=window)
+
+    def checked() -> dict[str, Any] | None:
+        """The validation check (its refusal wins over any error of the preparation running alongside), the
+        output tables, the namespace policies."""
+        try:
+            _require_validated(spark, lake, cluster)
+        except InvalidInputError:
+            spark.sparkContext.cancelAllJobs()  # the preparation's: no need to finish it
+            raise
+        T.ensure_tables(spark, lake, T.OUTPUT_TABLES)
+        return _policies_json(spark, lake, cluster, versions)
+
+    policies, (_, meta) = run_concurrently(checked, lambda: prepare(spark, lake, cluster, versions, window=window))
     if window is not None:
         specs = [(pulsar, {**replay, "window": window.to_json()}) for pulsar, replay in specs]
     _progress(quiet, f"tick stream ready in {time.time() - t0:.1f}s; replaying {len(specs)} run(s)")
@@ -652,7 +711,6 @@ def execute(
                 spec_rows.append((json.dumps(asdict(spec)),))
         else:
             spec_rows.append((json.dumps(asdict(base)),))
-    policies = _policies_json(spark, lake, cluster, versions)
     rdd = spark.sparkContext.parallelize(spec_rows, numSlices=len(spec_rows))
     progress_dir = None
     if "://" not in lake:
@@ -661,7 +719,9 @@ def execute(
     raw = spark.createDataFrame(rdd, "spec STRING").mapInPandas(run_partition(meta, policies, progress_dir), OUT_SCHEMA)
     staging = f"{lake}/_staging/{uuid.uuid4().hex}"
     with _ProgressWatcher(progress_dir, total_ticks * len(runs), len(runs), quiet):
-        raw.write.mode("overwrite").parquet(staging)
+        # while the runs replay (one core each), the output tables' Delta snapshots and the views are made ready
+        run_concurrently(lambda: raw.write.mode("overwrite").parquet(staging),
+                         lambda: _ready_outputs(spark, lake, [r["run_id"] for r in runs]))
     _progress(quiet, f"replayed {len(runs)} run(s) in {time.time() - t0:.1f}s; writing tables")
     obs_own = None
     if any(r["mode"] == "observed" for r in runs):
@@ -669,16 +729,23 @@ def execute(
     t1 = time.time()
     write_outputs(spark, lake, cluster, spark.read.parquet(staging), runs, obs_own)
     _rm(spark, staging)
-    t2 = time.time()
+    _progress(quiet, f"done in {time.time() - t0:.1f}s (tables {time.time() - t1:.1f}s)")
+    return [r["run_id"] for r in runs]
+
+
+def _ready_outputs(spark: Any, lake: str, run_ids: list[str]) -> None:
+    """Load each output table's Delta snapshot with the files its ``replaceWhere`` will replace (kept by Delta
+    for the commit that follows), and create the views over the tables."""
+    from pyspark.sql import functions as F
+
+    for table in T.OUTPUT_TABLES.values():
+        spark.read.format("delta").load(T.table_location(lake, table.name)).where(F.col("run_id").isin(run_ids)).inputFiles()
     try:
         from lbreplay.lake.views import ensure_views
-
-        T.ensure_table(spark, lake, T.BUNDLE_LOAD)  # the views read it and the output tables (ensured above)
-        ensure_views(spark, "")
     except ImportError:
-        pass
-    _progress(quiet, f"done in {time.time() - t0:.1f}s (tables {t2 - t1:.1f}s, views {time.time() - t2:.1f}s)")
-    return [r["run_id"] for r in runs]
+        return
+    T.ensure_table(spark, lake, T.BUNDLE_LOAD)  # the views read it and the output tables (ensured before)
+    ensure_views(spark, "")
 
 
 class _ProgressWatcher:
