@@ -117,6 +117,13 @@ def broker_stream(broker_load: Any, broker_index: Any, partitions: int = 1) -> A
     return agg.select("ts", *[_field("b", f).alias(f) for f in fields])
 
 
+def _sessions() -> Any:
+    """Consumers + producers (null = 0) as double: the sessions ``loadBalancerNamespaceBundleMaxSessions`` limits."""
+    from pyspark.sql import functions as F
+
+    return (F.coalesce(F.col("consumer_count"), F.lit(0)) + F.coalesce(F.col("producer_count"), F.lit(0))).cast("double")
+
+
 def bundle_stream(bundle_load: Any, broker_index: Any) -> Any:
     """One row per (tick, observed bundle): ``ts_ms``, the bundle's name, its owner's broker index and its loads
     (the task orders a tick's bundles by name: the layout's order)."""
@@ -126,7 +133,7 @@ def bundle_stream(bundle_load: Any, broker_index: Any) -> Any:
         F.unix_millis(F.col("ts")).alias("ts_ms"), F.col("bundle").alias("u_name"), F.col("b_idx").alias("u_owner"),
         F.col("msg_throughput_in").alias("u_thr_in"), F.col("msg_throughput_out").alias("u_thr_out"),
         F.col("msg_rate_in").alias("u_rate_in"), F.col("msg_rate_out").alias("u_rate_out"),
-        (F.coalesce(F.col("consumer_count"), F.lit(0)) + F.coalesce(F.col("producer_count"), F.lit(0))).cast("double").alias("u_sessions"),
+        _sessions().alias("u_sessions"),
         F.col("topics").cast("double").alias("u_topics"),
     )
 
@@ -142,7 +149,7 @@ def topic_stream(topic_load: Any, namespace_index: Any) -> Any:
         (F.col("ns_idx").cast("long") * F.lit(1 << 32) + F.crc32(F.col("topic"))).alias("t_pos"),
         F.col("msg_throughput_in").alias("t_thr_in"), F.col("msg_throughput_out").alias("t_thr_out"),
         F.col("msg_rate_in").alias("t_rate_in"), F.col("msg_rate_out").alias("t_rate_out"),
-        (F.coalesce(F.col("consumer_count"), F.lit(0)) + F.coalesce(F.col("producer_count"), F.lit(0))).cast("double").alias("t_sessions"),
+        _sessions().alias("t_sessions"),
     )
 
 
@@ -304,13 +311,14 @@ def _stream_rows(path: str) -> Iterator[tuple[int, dict[str, Any], int]]:
     return heapq.merge(*(rows(f) for f in _part_files(path)), key=lambda x: x[0])
 
 
-def _flat_ticks(path: str, columns: tuple[str, ...]) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
-    """(ts_ms, the tick's ``columns`` as arrays) per tick of a flat part, in ``ts_ms`` order. Each file is sorted
+def _flat_ticks(path: str, columns: tuple[str, ...]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(ts_ms, the tick's ``columns`` as arrays, string columns as lists) per tick of a flat part, in ``ts_ms`` order. Each file is sorted
     by ``ts_ms`` and read a batch of rows at a time; the files are merged by ``ts_ms`` and a tick's rows found in
     several files are concatenated in file order (bounded memory: one batch per file and one tick)."""
     import heapq
     import itertools
 
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     def chunks(f: str) -> Iterator[tuple[int, Any]]:
@@ -327,7 +335,7 @@ def _flat_ticks(path: str, columns: tuple[str, ...]) -> Iterator[tuple[int, dict
         out = {}
         for k, name in enumerate(columns, start=1):
             arrays = [b.column(k) for b in batches]
-            if name == "u_name":
+            if pa.types.is_string(arrays[0].type):
                 out[name] = [v for a in arrays for v in a.to_pylist()]
             else:
                 out[name] = np.concatenate([a.to_numpy(zero_copy_only=False) for a in arrays])
@@ -337,15 +345,15 @@ def _flat_ticks(path: str, columns: tuple[str, ...]) -> Iterator[tuple[int, dict
 def _topic_ticks(path: str) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
     """(ts_ms, positions, values (T, 6)) per tick of the topic part, in ``ts_ms`` order; a tick's topics ordered by
     ring position, topics sharing a position (crc32 collision) by their values, so the sums are the same whatever
-    the files' row order."""
+    the files' row order (:func:`~lbreplay.replay.topic_files.ring_order`, as when the task reads the files)."""
+    from lbreplay.replay.topic_files import ring_order
+
     for ts, cols in _flat_ticks(path, ("t_pos", *TOPIC_COLUMNS)):
         pos = cols["t_pos"].astype(np.int64)
         vals = np.ones((len(pos), 6))
         for k, name in enumerate(TOPIC_COLUMNS):
             vals[:, k] = np.nan_to_num(cols[name].astype(np.float64))
-        order = np.argsort(pos, kind="stable")
-        if np.any(np.diff(pos[order]) == 0):
-            order = np.lexsort((*vals.T[::-1], pos))
+        order, _ = ring_order(pos, vals)
         yield ts, pos[order], vals[order]
 
 

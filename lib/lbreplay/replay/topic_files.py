@@ -155,6 +155,15 @@ class _Positions:
         return pos, keep
 
 
+def ring_order(pos: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, bool]:
+    """(order, tied) of a tick's topics: by ring position, topics sharing a position (crc32 collision, ``tied``)
+    by their loads, so the bundle sums are the same whatever the files' row order."""
+    order = np.argsort(pos, kind="stable")
+    if np.any(np.diff(pos[order]) == 0):
+        return np.lexsort((*vals.T[::-1], pos)), True
+    return order, False
+
+
 def _concat(chunks: list[Any], name: str) -> Any:
     import pyarrow as pa
 
@@ -186,13 +195,9 @@ def topic_ticks(paths: list[str], namespaces: list[str],
                 vals[:, 4] += _concat(chunks, name).fill_null(0).to_numpy(zero_copy_only=False).astype(np.float64)
         if keep is not None:
             vals = vals[keep]
-        if last_order is not None and last_order[0] is pos:
+        if last_order is not None and last_order[0] is pos:  # same topics, no ties: same order
             order = last_order[1]
         else:
-            order = np.argsort(pos, kind="stable")
-            if np.any(np.diff(pos[order]) == 0):  # crc32 collision: order the tied topics by their loads
-                order = np.lexsort((*vals.T[::-1], pos))
-                last_order = None
-            else:
-                last_order = (pos, order)
+            order, tied = ring_order(pos, vals)
+            last_order = None if tied else (pos, order)
         yield ts, pos[order], vals[order]
