@@ -42,7 +42,7 @@ def kernel_only(meta: dict, pulsar: dict, replay: dict) -> tuple[float, int]:
     from lbreplay.replay.load_model import Calibration
     from lbreplay.replay.spark_replay import _ticks_from_stream
 
-    static = StaticInputs(meta["broker_ids"], meta["namespaces"], None,
+    static = StaticInputs(meta["broker_ids"], meta["namespaces"],
                           Calibration(np.array(meta["cpu_base"]), np.array(meta["cpu_per_msg"])))
     rep = Replay(RunSpec("kernel-only", "bench", "closed-loop", pulsar, 0, replay), static)
     t0 = time.perf_counter()

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from lbreplay.lake import tables as T
-from lbreplay.lake.views import KPI_METRICS, VIEW_NAMES, ensure_views, view_sql
+from lbreplay.lake.views import KPI_METRICS, VIEW_NAMES, VIEW_TABLES, ensure_views, view_sql
 from tests.conftest import REPO
 from tests.report_runs import BROKERS, LEAVE_AT, ReplayedRuns, replayed_runs
 
@@ -88,6 +88,12 @@ def test_ensure_views_creates_every_view(spark: Any, hand_views: list[str]) -> N
     got = {r["viewName"] if "viewName" in r.asDict() else r["tableName"]
            for r in spark.sql(f"SHOW VIEWS IN {TEST_DB}").collect() if not r["isTemporary"]}  # session temp views aside
     assert got == set(VIEW_NAMES)
+
+
+def test_view_tables_are_what_the_views_read() -> None:
+    """ensure_views(spark, lake) registers VIEW_TABLES before creating the views: exactly the tables they read."""
+    read = {t for v in VIEW_NAMES for t in re.findall(r"\bprobe_db\.(\w+)", view_sql(v, "probe_db"))}
+    assert read == set(VIEW_TABLES) and read <= set(T.ALL_TABLES)
 
 
 def test_moves_resolves_targets_and_skips_failed_runs(spark: Any, hand_views: list[str]) -> None:

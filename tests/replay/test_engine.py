@@ -17,9 +17,9 @@ LIMIT = np.array([800.0, 4096.0, 4096.0, 1e6, 1e6])
 USAGE = np.array([10.0, 1024.0, 512.0, 0.0, 0.0])
 
 
-def _static(n_brokers: int, topics: np.ndarray | None = None) -> StaticInputs:
+def _static(n_brokers: int) -> StaticInputs:
     ids = [f"broker-{i}:8080" for i in range(n_brokers)]
-    return StaticInputs(ids, ["tenant/ns"], topics, Calibration(np.full(n_brokers, 5.0), np.full(n_brokers, 0.004)))
+    return StaticInputs(ids, ["tenant/ns"], Calibration(np.full(n_brokers, 5.0), np.full(n_brokers, 0.004)))
 
 
 def _ticks(n_brokers: int, owner: list[int], n_ticks: int, leave_at: int | None = None, per_bundle_rate: float = 2000.0):
@@ -94,7 +94,7 @@ def test_split_repartitions_topic_traffic() -> None:
     lower + (upper-lower)//2 (range_equally_divide) and its topics' traffic follows the new layout."""
     topics = [f"persistent://tenant/ns/t{i}" for i in range(400)]
     hashes = np.array([zlib.crc32(t.encode()) for t in topics], dtype=np.int64)
-    static = _static(3, hashes)  # namespace index 0: global position = hash
+    static = _static(3)
     names = bundle_names("tenant/ns", initial_boundaries(2))
     rates = np.where(hashes < 0x80000000, 100.0, 1.0)  # bundle 0 hot: ~200 topics x 100 msg/s in
     tv = np.zeros((len(topics), 6))
@@ -108,7 +108,8 @@ def test_split_repartitions_topic_traffic() -> None:
     for t in range(5):
         obs = ObservedTick(t, T0 + 60_000 * t, np.ones(3, dtype=bool), np.tile(USAGE, (3, 1)), np.tile(LIMIT, (3, 1)),
                            bundle_names=names, bundle_owner=np.array([0, 1], dtype=np.int32),
-                           bundle_values=np.zeros((2, 6)), topic_values=tv)
+                           bundle_values=np.zeros((2, 6)), topic_values=tv,
+                           topic_positions=hashes)  # namespace index 0: global position = hash
         splits += [d for d in replay.step(obs).decisions if d.action == "SPLIT"]
     assert [d.bundle for d in splits] == ["tenant/ns/0x00000000_0x80000000"]
     assert splits[0].child_bundles == ["tenant/ns/0x00000000_0x40000000", "tenant/ns/0x40000000_0x80000000"]

@@ -804,21 +804,20 @@ def validation_problems(spark: Any, lake: str, cluster: str, tables: Iterable[st
         ):
             latest[r["table_name"]] = r
     current = {t.name: delta_version(spark, lake, t) for t in VALIDATED_TABLES}
-    # a table whose later commits only touched other clusters is still the validated data (no fingerprint scan)
-    same = {
-        t.name
-        for t in VALIDATED_TABLES
-        if (v := current[t.name]) is not None
-        and t.name in latest
-        and latest[t.name]["delta_version"] is not None
-        and (latest[t.name]["delta_version"] == v
-             or 0 <= latest[t.name]["delta_version"] < v
-             and cluster_untouched(spark, lake, t, cluster, int(latest[t.name]["delta_version"]), v))
-    }
+
+    def validated_data(table: Table) -> bool:
+        """The cluster's rows are those its latest validation saw: the same Delta version, or later commits that
+        only touched other clusters (no fingerprint scan)."""
+        now, run = current[table.name], latest.get(table.name)
+        if now is None or run is None or run["delta_version"] is None:
+            return False
+        seen = int(run["delta_version"])
+        return seen == now or 0 <= seen < now and cluster_untouched(spark, lake, table, cluster, seen, now)
+
     stale = {
         t.name: _read(spark, lake, t, v, [cluster])
         for t in VALIDATED_TABLES
-        if (v := current[t.name]) is not None and t.name not in same
+        if (v := current[t.name]) is not None and not validated_data(t)
     }
     prints = _fingerprints(stale)
     problems = []

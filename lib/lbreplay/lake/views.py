@@ -37,6 +37,8 @@ KPI_METRICS: tuple[str, ...] = (
 )
 
 VIEW_NAMES: tuple[str, ...] = ("moves", "broker_timeline", "strategy_comparison")
+# the tables the views read (registered by ensure_views before it creates them)
+VIEW_TABLES: tuple[str, ...] = ("runs", "decisions", "bundle_load", "broker_ticks", "run_metrics")
 
 
 def _sql_str(value: str) -> str:
@@ -125,14 +127,15 @@ GROUP BY r.run_id, r.cluster, r.mode, r.seed, r.ticks, r.started_at, r.finished_
 def ensure_views(spark: Any, lake: str | None = None, database: str = DATABASE) -> list[str]:
     """``CREATE OR REPLACE VIEW`` every view in ``database``; returns their qualified names.
 
-    With ``lake`` (default: the session's ``lbreplay.lake``) the lake's tables are registered first, so the views
-    resolve even in a lake that has no run yet. Pass ``lake=""`` to skip that (tables already registered)."""
+    With ``lake`` (default: the session's ``lbreplay.lake``) the tables they read (``VIEW_TABLES``) are registered
+    first, so the views resolve even in a lake that has no run yet. Pass ``lake=""`` to skip that (tables already
+    registered)."""
     if lake is None:
         lake = spark.conf.get("lbreplay.lake", None) or ""
     if lake and database == DATABASE:
-        from lbreplay.lake.tables import ensure_tables
+        from lbreplay.lake.tables import ALL_TABLES, ensure_tables
 
-        ensure_tables(spark, lake)
+        ensure_tables(spark, lake, {name: ALL_TABLES[name] for name in VIEW_TABLES})
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {database}")
     names = []
     for name in VIEW_NAMES:

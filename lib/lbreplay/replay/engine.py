@@ -51,12 +51,10 @@ class RunSpec:
 
 @dataclass
 class StaticInputs:
-    """What a run needs besides the tick stream; small (brokers, namespaces, topic hashes)."""
+    """What a run needs besides the tick stream; small (brokers, namespaces, calibration, policies)."""
 
     broker_ids: list[str]  # sorted universe of brokers seen in the history
     namespaces: list[str]  # sorted
-    topic_positions: np.ndarray | None  # global ring positions of topic_load's topics, when every tick lists all
-    # topics in this order (ObservedTick.topic_positions absent); None: per-tick positions or bundle-level load
     calibration: Calibration
     policies: Any = None  # kernel.policies.NamespacePolicies or None
 
@@ -73,7 +71,7 @@ class ObservedTick:
     bundle_names: list[str] = field(default_factory=list)
     bundle_owner: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
     bundle_values: np.ndarray = field(default_factory=lambda: np.zeros((0, 6)))
-    topic_values: np.ndarray | None = None  # (T, 6) aligned with topic_positions (this tick's or the static ones)
+    topic_values: np.ndarray | None = None  # (T, 6) aligned with topic_positions
     topic_positions: np.ndarray | None = None  # (T,) global ring positions of this tick's topics
     last_update: np.ndarray | None = None  # (B,) ms of each broker's report (LocalBrokerData.lastUpdate)
 
@@ -213,9 +211,8 @@ class Replay:
 
     # ---------------------------------------------------------------- helpers
     def _bundle_values(self, obs: ObservedTick, layout: Layout) -> np.ndarray:
-        positions = obs.topic_positions if obs.topic_positions is not None else self.static.topic_positions
-        if obs.topic_values is not None and positions is not None:
-            src = PointLoad(positions, obs.topic_values)
+        if obs.topic_values is not None and obs.topic_positions is not None:
+            src = PointLoad(obs.topic_positions, obs.topic_values)
         else:
             parsed = [_split_name(n) for n in obs.bundle_names]
             ns_index = {ns: i for i, ns in enumerate(self.static.namespaces)}

@@ -453,7 +453,7 @@ def run_partition(meta: dict[str, Any], policies_json: dict[str, Any] | None, pr
             )
         static = StaticInputs(
             meta["broker_ids"], meta["namespaces"],
-            None, Calibration(np.array(meta["cpu_base"]), np.array(meta["cpu_per_msg"])), policies,
+            Calibration(np.array(meta["cpu_base"]), np.array(meta["cpu_per_msg"])), policies,
         )
         ids = meta["broker_ids"]
         for pdf in batches:
@@ -746,14 +746,11 @@ def _ready_outputs(spark: Any, lake: str, run_ids: list[str]) -> None:
     for the commit that follows), and create the views over the tables."""
     from pyspark.sql import functions as F
 
+    from lbreplay.lake.views import ensure_views
+
     for table in T.OUTPUT_TABLES.values():
         spark.read.format("delta").load(T.table_location(lake, table.name)).where(F.col("run_id").isin(run_ids)).inputFiles()
-    try:
-        from lbreplay.lake.views import ensure_views
-    except ImportError:
-        return
-    T.ensure_table(spark, lake, T.BUNDLE_LOAD)  # the views read it and the output tables (ensured before)
-    ensure_views(spark, "")
+    ensure_views(spark, lake)
 
 
 class _ProgressWatcher:
