@@ -345,6 +345,10 @@ def test_window_predicate_bounds_ts_and_the_date_partitions() -> None:
     assert noon.predicate() == "ts < TIMESTAMP '2023-08-03T12:00:00Z' AND date <= DATE '2023-08-03'"
     assert day.to_json() == {"from": "2023-08-02T00:00:00Z", "to": "2023-08-03T00:00:00Z"}
     assert day.contains(datetime(2023, 8, 2, 23, 59)) and not day.contains(_utc(2023, 8, 3))
+    # epoch microseconds (the replay task's filter on topic_load's Parquet ts): 2023-08-02T00:00Z = 1690934400 s;
+    # +02:00 midnight is 22:00Z the day before; a fraction of a second survives
+    assert day.epoch_micros() == (1_690_934_400_000_000, 1_691_020_800_000_000)
+    assert window_from_flags("2023-08-02T00:00:00.000250+02:00", None).epoch_micros() == (1_690_927_200_000_250, None)
 
 
 def test_in_window_keeps_only_the_window_ticks() -> None:

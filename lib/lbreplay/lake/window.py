@@ -17,6 +17,7 @@ from typing import Any
 from lbreplay.errors import UsageError
 
 _ONE_MICRO = timedelta(microseconds=1)
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def parse_instant(text: str, flag: str) -> datetime:
@@ -62,6 +63,11 @@ class TimeWindow:
             if date_column:
                 parts.append(f"{date_column} <= DATE '{(self.end - _ONE_MICRO).date().isoformat()}'")
         return " AND ".join(parts) or "TRUE"
+
+    def epoch_micros(self) -> tuple[int | None, int | None]:
+        """``[start, end)`` as epoch microseconds (``None`` for an open side), as Parquet timestamps store them."""
+        return (None if self.start is None else (self.start - _EPOCH) // _ONE_MICRO,
+                None if self.end is None else (self.end - _EPOCH) // _ONE_MICRO)
 
     def to_json(self) -> dict[str, Any]:
         """``{"from": "2023-08-02T00:00:00Z", "to": "2023-08-03T00:00:00Z"}`` (null = open side)."""

@@ -257,7 +257,7 @@ def prepare(spark: Any, lake: str, cluster: str, versions: dict[str, int], use_t
     }
     if files is not None:
         meta["topic_files"] = files
-        meta["topic_window_us"] = [_epoch_us(window.start), _epoch_us(window.end)] if window else [None, None]
+        meta["topic_window_us"] = list(window.epoch_micros()) if window else [None, None]
     spark.createDataFrame([(json.dumps(meta),)], "k STRING").coalesce(1).write.mode("overwrite").text(marker)
     return meta["stream"], meta
 
@@ -275,13 +275,6 @@ def direct_topic_files(spark: Any, lake: str, topic_load: Any) -> list[str] | No
         return None
     files = [re.sub(r"^file:(//)?", "", f) for f in topic_load.inputFiles()]
     return sorted(files) if all(os.path.isfile(f) for f in files) else None
-
-
-def _epoch_us(t: dt.datetime | None) -> int | None:
-    if t is None:
-        return None
-    t = t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
-    return (t - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // dt.timedelta(microseconds=1)
 
 
 def _exists(spark: Any, path: str) -> bool:
@@ -321,13 +314,11 @@ def _flat_ticks(path: str, columns: tuple[str, ...]) -> Iterator[tuple[int, dict
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from lbreplay.replay.topic_files import tick_runs
+
     def chunks(f: str) -> Iterator[tuple[int, Any]]:
         for batch in pq.ParquetFile(f).iter_batches(batch_size=FLAT_BATCH_ROWS, columns=["ts_ms", *columns]):
-            ts = batch.column(0).to_numpy(zero_copy_only=False)
-            cuts = [0, *(np.flatnonzero(np.diff(ts)) + 1).tolist(), batch.num_rows]
-            for lo, hi in zip(cuts[:-1], cuts[1:]):
-                if hi > lo:
-                    yield int(ts[lo]), batch.slice(lo, hi - lo)
+            yield from tick_runs(batch.column(0).to_numpy(zero_copy_only=False), batch)
 
     merged = heapq.merge(*(chunks(f) for f in _part_files(path)), key=lambda x: x[0])
     for ts, group in itertools.groupby(merged, key=lambda x: x[0]):

@@ -68,6 +68,14 @@ def _columns(pf: Any) -> list[str]:
     return ["ts", "topic", "namespace", *[c for c in LOAD_COLUMNS + SESSION_COLUMNS if c in names]]
 
 
+def tick_runs(ts_ms: np.ndarray, batch: Any) -> Iterator[tuple[int, Any]]:
+    """(ts_ms, rows) per run of equal ``ts_ms`` in a batch (``ts_ms`` aligned with its rows), in row order."""
+    cuts = [0, *(np.flatnonzero(np.diff(ts_ms)) + 1).tolist(), len(ts_ms)]
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        if b > a:
+            yield int(ts_ms[a]), batch.slice(a, b - a)
+
+
 def _tick_chunks(span: FileSpan, window_us: tuple[int | None, int | None]) -> Iterator[tuple[int, Any]]:
     """(ts_ms, rows) per run of equal ``ts_ms`` in one file, in time order, the rows outside ``window_us`` dropped."""
     import pyarrow as pa
@@ -91,11 +99,7 @@ def _tick_chunks(span: FileSpan, window_us: tuple[int | None, int | None]) -> It
             keep &= us < hi
         if not keep.all():
             batch, us = batch.filter(pa.array(keep)), us[keep]
-        ms = us // 1000
-        cuts = [0, *(np.flatnonzero(np.diff(ms)) + 1).tolist(), len(ms)]
-        for a, b in zip(cuts[:-1], cuts[1:]):
-            if b > a:
-                yield int(ms[a]), batch.slice(a, b - a)
+        yield from tick_runs(us // 1000, batch)
 
 
 def _merged(spans: list[FileSpan], window_us: tuple[int | None, int | None]) -> Iterator[tuple[int, list[Any]]]:
