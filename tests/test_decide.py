@@ -572,7 +572,7 @@ def test_unexpected_failure_exits_1_on_one_line(monkeypatch: pytest.MonkeyPatch)
     def boom(*_: Any) -> None:
         raise RuntimeError("kernel exploded\nsecond line")
 
-    monkeypatch.setattr(decide_module.Tick, "run", boom)
+    monkeypatch.setattr(decide_module.DecideRequest, "run", boom)
     res = run({"config": {}})
     assert res.returncode == 1
     assert res.stderr.strip().splitlines() == ["lbreplay: decide failed: RuntimeError: kernel exploded second line"]

@@ -44,8 +44,28 @@ from typing import Any
 import numpy as np
 
 from lbreplay.errors import EXIT_FAILURE, InvalidInputError, LbReplayError, UsageError
-from lbreplay.kernel.config import PulsarConfig, short_class
+from lbreplay.kernel.config import PulsarConfig, is_extensible, short_class
+from lbreplay.kernel.extensible.context import ExtensibleContext
+from lbreplay.kernel.extensible.extensible_load_manager import SHEDDING_STRATEGY, ExtensibleLoadManager
+from lbreplay.kernel.extensible.split_scheduler import SPLIT_STRATEGY
+from lbreplay.kernel.load_data import Brokers, split_bundle_name
+from lbreplay.kernel.modular_load_manager import ModularLoadManager
+from lbreplay.kernel.naming import (
+    FIRST_BOUNDARY,
+    LAST_BOUNDARY,
+    bundle_index_in_layout,
+    bundle_names,
+    can_split,
+    find_bundle_index,
+    initial_boundaries,
+    namespace_of_topic,
+    topic_hash,
+)
+from lbreplay.kernel.naming import parse_bundle_name as split_name
+from lbreplay.kernel.placement import LeaderState, clear_preallocations
+from lbreplay.kernel.policies import NamespacePolicies
 from lbreplay.kernel.pulsar_json import (
+    ExtensibleSnapshot,
     as_array,
     as_int,
     as_number,
@@ -53,9 +73,12 @@ from lbreplay.kernel.pulsar_json import (
     as_string,
     check_keys,
     child,
+    load_data_from_request,
     parse_boundary,
     parse_bundle_name,
+    parse_extensible,
 )
+from lbreplay.kernel.split_algorithms import TopicStats, apply_split, check_operator_split, split_boundaries
 
 STATE_VERSION = 1
 TOP_LEVEL_KEYS = (
@@ -64,7 +87,6 @@ TOP_LEVEL_KEYS = (
 )
 SIMPLE_ACTIONS = ("shed", "split")
 OBJECT_ACTIONS = ("splitBundle", "assign", "lookup")
-EXTENSIBLE_LOAD_MANAGER = "ExtensibleLoadManagerImpl"
 
 
 class DecideFailure(LbReplayError):
@@ -149,11 +171,11 @@ def decide(req: Mapping[str, Any], seed: int = 0) -> dict[str, Any]:
     actions = parse_actions(["shed"] if req.get("actions") is None else req["actions"])
     if seed < 0:
         raise UsageError(f"--seed: must be >= 0, got {seed}")
-    tick = Tick(req, conf, np.random.default_rng(seed))
+    leader = DecideRequest(req, conf, np.random.default_rng(seed))
     resp = Response()
     for path, kind, arg in actions:
-        tick.run(path, kind, arg, resp)
-    resp.strategyState = tick.strategy_state()
+        leader.run(path, kind, arg, resp)
+    resp.strategyState = leader.strategy_state()
     return resp.to_json()
 
 
@@ -183,12 +205,6 @@ def parse_actions(doc: Any) -> list[tuple[str, str, Any]]:
                     parse_bundle_name(name, child(ap, j))
             out.append((ap, kind, items))
     return out
-
-
-def is_extensible(conf: PulsarConfig) -> bool:
-    """TransferShedder is configured, or the load manager is ``ExtensibleLoadManagerImpl`` (which falls back to it)."""
-    return (short_class(conf["loadBalancerLoadSheddingStrategy"]) == "TransferShedder"
-            or short_class(conf["loadManagerClassName"]) == EXTENSIBLE_LOAD_MANAGER)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -223,7 +239,6 @@ def parse_namespaces(doc: Any, path: str = "$.namespaces") -> tuple[dict[str, np
     A layout is the sorted boundary list of ``NamespaceBundles``: at least two hex values, strictly increasing,
     from ``0x00000000`` to ``0xffffffff``. Returns (layouts, the raw block for ``NamespacePolicies.from_json``).
     """
-    from lbreplay.kernel.naming import FIRST_BOUNDARY, LAST_BOUNDARY
 
     layouts: dict[str, np.ndarray] = {}
     o = as_object(doc, path)
@@ -253,8 +268,6 @@ def parse_topics(doc: Any, path: str = "$.topics") -> dict[str, list[dict[str, A
 
     Each topic must be a valid topic name of the bundle's namespace whose CRC-32 lies in the bundle's range.
     """
-    from lbreplay.kernel.naming import namespace_of_topic, topic_hash
-
     out: dict[str, list[dict[str, Any]]] = {}
     for bundle, records in as_object(doc, path).items():
         bpath = child(path, bundle)
@@ -299,7 +312,7 @@ def _hex(x: int) -> str:
 # ----------------------------------------------------------------------------------------------------------
 # One tick
 # ----------------------------------------------------------------------------------------------------------
-class Tick:
+class DecideRequest:
     """The leader's state for one ``decide`` call: snapshot, strategies (restored from ``strategyState``), layouts.
 
     Each call stands for one leader refresh (``updateAll``) followed by the requested operations: carried-over
@@ -307,12 +320,6 @@ class Tick:
     """
 
     def __init__(self, req: Mapping[str, Any], conf: PulsarConfig, rng: np.random.Generator) -> None:
-        from lbreplay.kernel.pulsar_json import (
-            ExtensibleSnapshot,
-            load_data_from_request,
-            parse_extensible,
-        )
-
         self.conf = conf
         self.rng = rng
         self.extensible = is_extensible(conf)
@@ -333,8 +340,6 @@ class Tick:
 
     # --- request parts ----------------------------------------------------------------------------
     def _policies(self, req: Mapping[str, Any], ns_block: dict[str, Any]) -> Any:
-        from lbreplay.kernel.policies import NamespacePolicies
-
         iso = as_object(req.get("isolationPolicies"), "$.isolationPolicies")
         for name, pol in iso.items():
             as_object(pol, child("$.isolationPolicies", name), allow_null=False)
@@ -380,9 +385,6 @@ class Tick:
 
     # --- modular ----------------------------------------------------------------------------------
     def _init_modular(self) -> None:
-        from lbreplay.kernel.modular_load_manager import create_strategies
-        from lbreplay.kernel.placement import LeaderState, clear_preallocations
-
         conf = self.conf
         shed_name = short_class(conf["loadBalancerLoadSheddingStrategy"])
         place_name = short_class(conf["loadBalancerLoadPlacementStrategy"])
@@ -391,15 +393,16 @@ class Tick:
                 f"$.config.loadBalancerLoadSheddingStrategy: the load shedding strategy {shed_name} can't work with "
                 f"the placement strategy AvgShedder (ModularLoadManagerImpl requires the same class)")
         try:
-            self.shedder, self.placement = create_strategies(conf)
+            self.manager = ModularLoadManager(conf, self.policies, self.rng)
         except LbReplayError as exc:
             raise _prefixed(exc) from None
+        self.shedder, self.placement = self.manager.shedder, self.manager.placement
         self.shed_name, self.place_name = shed_name, place_name
         self._restore(self.shedder, "shedding", shed_name)
         if self.placement is not self.shedder:
             self._restore(self.placement, "placement", place_name)
         leader_saved = self.state_in.get("leader") or {}
-        self.leader = LeaderState()
+        self.leader = self.manager.leader_state = LeaderState()
         try:
             self.leader.set_state(leader_saved, self.ld)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -413,13 +416,6 @@ class Tick:
 
     # --- extensible -------------------------------------------------------------------------------
     def _init_extensible(self) -> None:
-        from lbreplay.kernel.extensible.context import ExtensibleContext
-        from lbreplay.kernel.extensible.default_namespace_bundle_split_strategy import (
-            DefaultNamespaceBundleSplitStrategy,
-        )
-        from lbreplay.kernel.extensible.least_resource_usage_with_weight import LeastResourceUsageWithWeight
-        from lbreplay.kernel.strategy import strategy_class
-
         saved = self.state_in.get("extensible") or {}
         snap = self.snap
         for key, target in (("recentlyUnloadedBundles", snap.recentlyUnloadedBundles),
@@ -429,20 +425,18 @@ class Tick:
         self.assigned_ext = {str(k): str(v) for k, v in (saved.get("assigned") or {}).items()}
         filters = [self._isolation_filter] if self.policies.isolation else []
         self.ctx = ExtensibleContext.from_snapshot(snap, self.now, policies=self.policies, extra_filters=filters)
-        self._ext_brokers = None
-        self.shed_name = "TransferShedder"
-        self.shedder = strategy_class("shedding", "TransferShedder")()
+        self._ext_brokers: Brokers | None = None
+        self.shed_name = SHEDDING_STRATEGY
+        self.ext_manager = ExtensibleLoadManager()
+        self.shedder = self.ext_manager.shedder
         self._restore(self.shedder, "shedding", self.shed_name)
-        self.ext_placement = LeastResourceUsageWithWeight()
-        self.splitter = DefaultNamespaceBundleSplitStrategy()
-        self._restore(self.splitter, "split", "DefaultNamespaceBundleSplitStrategyImpl")
+        self.splitter = self.ext_manager.split_scheduler.splitter
+        self._restore(self.splitter, "split", SPLIT_STRATEGY)
 
     def _isolation_filter(self, ctx: Any, conf: Any, bundle: str, cand: np.ndarray) -> np.ndarray:
         """``BrokerIsolationPoliciesFilter`` (added by ``ExtensibleLoadManagerImpl.initialize``):
         ``IsolationPoliciesHelper.applyIsolationPolicies``, the same rule as the modular
         ``LoadManagerShared.applyNamespacePolicies``."""
-        from lbreplay.kernel.load_data import Brokers, split_bundle_name
-
         if self._ext_brokers is None:
             self._ext_brokers = Brokers.empty(list(ctx.broker_ids))
         ns = split_bundle_name(bundle)[0]
@@ -462,55 +456,16 @@ class Tick:
             self.lookup(path, arg, resp)
 
     def shed(self, resp: Response) -> None:
+        """``doLoadShedding`` (modular) or ``UnloadScheduler.execute`` (extensible)."""
         if self.extensible:
-            self._shed_extensible(resp)
-            return
-        from lbreplay.kernel.modular_load_manager import do_load_shedding
-
-        conf = self.conf
-        if not (conf["loadBalancerEnabled"] and conf["loadBalancerSheddingEnabled"]):
-            resp.skip = "Disabled"
-            return
-        if len(self.ld.brokers) <= 1:
-            resp.skip = "NoBrokers"  # "Only 1 broker available: no load shedding will be performed"
-            return
-        unloads = do_load_shedding(self.ld, conf, self.shedder, self.placement, self.leader, self.policies,
-                                   self.rng, self.now)
-        for u in unloads:
+            shedding = self.ext_manager.unload_scheduler.execute(self.ctx, self.conf)
+        else:
+            shedding = self.manager.shed(self.ld, self.now)
+        for u in shedding.unloads:
             resp.unload.append({"broker": u.broker, "bundle": u.bundle, "destination": u.destination,
                                 "reason": u.reason})
-        stats = dict(self.shedder.stats())
-        if unloads:
-            stats["unloadDetails"] = [{"bundle": u.bundle, **u.details} for u in unloads]
-        resp.stats.update(stats)
-        # The strategy planned unloads but the load manager issued none (policies, no other destination).
-        resp.skip = None if unloads else (self.shedder.skip_reason() or "NoDestination")
-
-    def _shed_extensible(self, resp: Response) -> None:
-        """``UnloadScheduler.execute`` + ``TransferShedder.findBundlesForUnloading``: expire recently unloaded
-        bundles (grace period), skip with at most one available broker, then record every decision's bundle
-        and source broker as recently unloaded at ``now``."""
-        from lbreplay.kernel.extensible.transfer_shedder import expire_recently_unloaded_bundles
-
-        conf, ctx = self.conf, self.ctx
-        if not (conf["loadBalancerEnabled"] and conf["loadBalancerSheddingEnabled"]):
-            resp.skip = "Disabled"
-            return
-        expire_recently_unloaded_bundles(ctx.recently_unloaded_bundles, self.now, conf)
-        if int(ctx.available.sum()) <= 1:
-            resp.skip = "NoBrokers"  # "Only 1 broker available: no load shedding will be performed"
-            return
-        decisions = self.shedder.find_bundles_for_unloading(ctx, conf)
-        for u in decisions:
-            resp.unload.append({"broker": u.broker, "bundle": u.bundle, "destination": u.destination,
-                                "reason": u.reason})
-            ctx.recently_unloaded_bundles[u.bundle] = self.now
-            ctx.recently_unloaded_brokers[u.broker] = self.now
-        stats = dict(self.shedder.stats())
-        if decisions:
-            stats["unloadDetails"] = [{"bundle": u.bundle, **u.details} for u in decisions]
-        resp.stats.update(stats)
-        resp.skip = None if decisions else self.shedder.skip_reason()
+        resp.stats.update(shedding.stats)
+        resp.skip = shedding.skip
 
     # --- split --------------------------------------------------------------------------------------
     def layout(self, ns: str) -> np.ndarray:
@@ -524,8 +479,6 @@ class Tick:
         return self._derived_layouts[ns]
 
     def _known_bundles(self, ns: str) -> list[tuple[int, int]]:
-        from lbreplay.kernel.naming import parse_bundle_name as split_name
-
         b = self.ld.bundles
         current: list[str] = [b.names[i] for i in np.flatnonzero(b.owner >= 0) if b.namespaces[i] == ns]
         current += [n for n in (self.snap.bundleOwners or {}) if n.rpartition("/")[0] == ns]
@@ -541,8 +494,6 @@ class Tick:
         return taken
 
     def _derive_layout(self, ns: str) -> np.ndarray:
-        from lbreplay.kernel.naming import FIRST_BOUNDARY, LAST_BOUNDARY, initial_boundaries
-
         known = self._known_bundles(ns)
         if not known:
             return initial_boundaries(int(self.conf["defaultNumberOfNamespaceBundles"]))
@@ -556,8 +507,6 @@ class Tick:
         self._derived_layouts.pop(ns, None)
 
     def _topic_stats(self) -> dict[str, Any]:
-        from lbreplay.kernel.split_algorithms import TopicStats
-
         return {b: TopicStats.from_records(recs) for b, recs in self.topic_records.items()}
 
     def _all_layouts(self, namespaces: list[str]) -> dict[str, np.ndarray]:
@@ -567,16 +516,9 @@ class Tick:
         if self.extensible:
             self._auto_split_extensible(resp)
             return
-        from lbreplay.kernel.bundle_split import check_namespace_bundle_split
-        from lbreplay.kernel.split_algorithms import apply_split
-
         ld = self.ld
         layouts = self._all_layouts(list(ld.bundles.namespaces))
-        decisions = check_namespace_bundle_split(ld, self.conf, layouts, topics=self._topic_stats())
-        for d in decisions:
-            row = ld.bundles.index(d.bundle)
-            if row >= 0:  # the leader drops the parent's BundleData before splitting (also when it fails)
-                ld.bundles.has_bundle_data[row] = False
+        for d in self.manager.check_split(ld, layouts, topics=self._topic_stats()):
             if not d.ok:
                 continue
             self._set_layout(d.namespace, apply_split(self.layout(d.namespace), d.lower, d.upper, d.boundaries))
@@ -588,14 +530,11 @@ class Tick:
         for broker in sorted(self.snap.topBundlesLoadData):
             for name, s in sorted(self.snap.topBundlesLoadData[broker].entries, key=lambda e: e[0]):
                 rows.append((broker, name, s))
-        from lbreplay.kernel.naming import parse_bundle_name as split_name
-        from lbreplay.kernel.split_algorithms import apply_split
-
         parsed = [split_name(name) for _, name, _ in rows]
         namespaces = [p[0] for p in parsed]
         layouts = self._all_layouts(namespaces)
         owners = self.snap.bundleOwners
-        decisions = self.splitter.find_bundles_to_split(
+        decisions = self.ext_manager.split_scheduler.find(
             self.conf,
             reporter=[r[0] for r in rows],
             bundles=[r[1] for r in rows],
@@ -621,8 +560,6 @@ class Tick:
 
     def operator_split(self, path: str, arg: dict[str, Any], resp: Response) -> None:
         """``pulsar-admin namespaces split-bundle``: validated like ``NamespacesBase.internalSplitNamespaceBundle``."""
-        from lbreplay.kernel.naming import bundle_index_in_layout, can_split
-        from lbreplay.kernel.split_algorithms import apply_split, check_operator_split, split_boundaries
 
         check_keys(arg, ("bundle", "algorithm", "positions"), path)
         if arg.get("bundle") is None:
@@ -683,23 +620,17 @@ class Tick:
         if self.extensible:
             self._assign_extensible(bundles, resp)
             return
-        from lbreplay.kernel.modular_load_manager import assign
-
-        for bundle, broker in assign(bundles, self.ld, self.conf, self.placement, self.leader, self.policies,
-                                     self.rng):
+        for bundle, broker in self.manager.assign(bundles, self.ld):
             resp.assign.append({"bundle": bundle, "broker": broker})
 
     def _assign_extensible(self, bundles: list[str], resp: Response) -> None:
         """``ExtensibleLoadManagerImpl.assign``: the current owner if the channel has one (or this call already
         assigned it), else the filter pipeline and ``LeastResourceUsageWithWeight``."""
-        from lbreplay.kernel.extensible.broker_filters import filter_brokers
-
         ctx = self.ctx
         for bundle in bundles:
             owner = (self.snap.bundleOwners or {}).get(bundle) or self.assigned_ext.get(bundle)
             if owner is None:
-                cand = filter_brokers(ctx, self.conf, bundle)
-                row = self.ext_placement.select(cand, ctx, self.conf, self.rng) if cand is not None else -1
+                row = self.ext_manager.select_broker(ctx, self.conf, bundle, self.rng)
                 owner = ctx.broker_ids[row] if row >= 0 else None
                 if owner is not None:
                     self.assigned_ext[bundle] = owner
@@ -707,7 +638,6 @@ class Tick:
 
     def lookup(self, path: str, topics: list[str], resp: Response) -> None:
         """Topic -> bundle: ``NamespaceBundles.findBundle(crc32(TopicName.toString()))`` over the namespace layout."""
-        from lbreplay.kernel.naming import bundle_names, find_bundle_index, namespace_of_topic, topic_hash
 
         for i, topic in enumerate(topics):
             try:
@@ -724,7 +654,7 @@ class Tick:
         out: dict[str, Any] = {"version": STATE_VERSION, "mode": "extensible" if self.extensible else "modular",
                                "shedding": {"class": self.shed_name, "state": self.shedder.get_state()}}
         if self.extensible:
-            out["split"] = {"class": "DefaultNamespaceBundleSplitStrategyImpl", "state": self.splitter.get_state()}
+            out["split"] = {"class": SPLIT_STRATEGY, "state": self.splitter.get_state()}
             ctx = self.ctx
             out["extensible"] = {
                 "recentlyUnloadedBundles": dict(sorted(ctx.recently_unloaded_bundles.items())),

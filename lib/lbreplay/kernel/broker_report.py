@@ -51,3 +51,33 @@ def need_broker_data_update(
         ]
     )
     return (last_written_ms < 0) | stale | (change > conf["loadBalancerReportUpdateThresholdPercentage"])
+
+
+class WrittenReports:
+    """The last report each broker wrote (what the leader reads), and the write rule for the next one.
+
+    One writer for both load managers: ``ModularLoadManagerImpl.writeBrokerDataOnZooKeeper`` and the extensible
+    ``BrokerLoadDataReporter`` both publish only when ``needBrokerDataUpdate`` holds.
+    """
+
+    def __init__(self, n_brokers: int) -> None:
+        self.written_ms = np.full(n_brokers, -1, dtype=np.int64)
+        self.msg_rate = np.zeros(n_brokers)
+        self.msg_throughput = np.zeros(n_brokers)
+        self.num_bundles = np.zeros(n_brokers)
+        self.max_usage = np.zeros(n_brokers)
+
+    def due(self, now_ms: int, msg_rate: np.ndarray, msg_throughput: np.ndarray, num_bundles: np.ndarray,
+            max_usage: np.ndarray, conf: PulsarConfig) -> np.ndarray:
+        """Mask of the brokers whose report ``needBrokerDataUpdate`` rewrites now."""
+        return need_broker_data_update(self.written_ms, now_ms, self.msg_rate, msg_rate, self.msg_throughput,
+                                       msg_throughput, self.num_bundles, num_bundles, self.max_usage, max_usage, conf)
+
+    def record(self, rows: np.ndarray, now_ms: int, msg_rate: np.ndarray, msg_throughput: np.ndarray,
+               num_bundles: np.ndarray, max_usage: np.ndarray) -> None:
+        """The brokers of ``rows`` wrote their report now (the figures are per broker, all rows)."""
+        self.written_ms[rows] = now_ms
+        self.msg_rate[rows] = msg_rate[rows]
+        self.msg_throughput[rows] = msg_throughput[rows]
+        self.num_bundles[rows] = num_bundles[rows]
+        self.max_usage[rows] = max_usage[rows]

@@ -176,6 +176,16 @@ def short_class(name: str) -> str:
     return name.rsplit(".", 1)[-1]
 
 
+EXTENSIBLE_LOAD_MANAGER = "ExtensibleLoadManagerImpl"
+
+
+def is_extensible(conf: Mapping[str, Any]) -> bool:
+    """The extensible load manager (PIP-192) decides: ``loadManagerClassName`` is ``ExtensibleLoadManagerImpl``
+    or the shedding strategy is ``TransferShedder`` (the extensible manager falls back to it anyway)."""
+    return (short_class(conf["loadManagerClassName"]) == EXTENSIBLE_LOAD_MANAGER
+            or short_class(conf["loadBalancerLoadSheddingStrategy"]) == "TransferShedder")
+
+
 def parse_broker_conf(text: str) -> dict[str, str]:
     """Read a ``broker.conf`` (Java properties) and keep the load-balancer keys lbreplay knows."""
     known = known_keys()

@@ -1,22 +1,27 @@
-"""The leader's shedding pass and assignment loop of the modular load manager (PULSAR-LB-SPEC.md §6, §4).
+"""The modular load manager's leader (PULSAR-LB-SPEC.md §6, §4): ``ModularLoadManagerImpl``.
 
 Mirrors ``ModularLoadManagerImpl.doLoadShedding`` (with ``shouldNamespacePoliciesUnload`` /
 ``shouldAntiAffinityNamespaceUnload`` and the destination chosen by ``selectBroker``), the strategy pairing of
-``ModularLoadManagerImpl.initialize`` and, for a list of bundles, ``selectBrokerForAssignment`` in order.
+``ModularLoadManagerImpl.initialize``, ``checkNamespaceBundleSplit`` and, for a list of bundles,
+``selectBrokerForAssignment`` in order. :class:`ModularLoadManager` holds the leader's strategies and state;
+``decide`` and the replay drive it (the replay adds the report/update cycle around it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from lbreplay.errors import UsageError
+from lbreplay.kernel.bundle_split import SplitDecision, check_namespace_bundle_split
 from lbreplay.kernel.config import PulsarConfig, short_class
 from lbreplay.kernel.load_data import LoadData, derived_cache, split_bundle_name
 from lbreplay.kernel.placement import LeaderState, selection
 from lbreplay.kernel.policies import NamespacePolicies
+from lbreplay.kernel.split_algorithms import TopicStats
 from lbreplay.kernel.strategy import LoadSheddingStrategy, ModularLoadManagerStrategy, Unload, strategy_class
 from lbreplay.kernel.version_profile import profile_for
 
@@ -158,3 +163,84 @@ def strategies_state(shedder: LoadSheddingStrategy, placement: ModularLoadManage
     if shedder is placement:
         return {"shedding": shedder.get_state()}
     return {"shedding": shedder.get_state(), "placement": placement.get_state()}
+
+
+class LeaderTask:
+    """A task the leader runs every ``interval_ms`` (``LoadSheddingTask``, ``LoadResourceQuotaUpdaterTask``):
+    the first run is one interval after leadership starts."""
+
+    def __init__(self) -> None:
+        self.last_ms: int | None = None
+
+    def due(self, now_ms: int, interval_ms: int) -> bool:
+        """True (and the run recorded) when one interval passed since the last run."""
+        if self.last_ms is None:
+            self.last_ms = now_ms
+            return False
+        if now_ms - self.last_ms >= interval_ms:
+            self.last_ms = now_ms
+            return True
+        return False
+
+
+@dataclass
+class Shedding:
+    """One ``doLoadShedding`` pass: the unloads issued, why none were (``skip``) and the strategy's figures."""
+
+    unloads: list[Unload]
+    skip: str | None = None
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+class ModularLoadManager:
+    """``ModularLoadManagerImpl`` on the leader: its strategies, ``LeaderState`` and namespace policies."""
+
+    def __init__(self, conf: PulsarConfig, policies: NamespacePolicies, rng: np.random.Generator,
+                 strategies: tuple[LoadSheddingStrategy, ModularLoadManagerStrategy] | None = None) -> None:
+        self.conf = conf
+        self.policies = policies
+        self.rng = rng
+        self.shedder, self.placement = strategies if strategies is not None else create_strategies(conf)
+        self.leader_state: LeaderState | None = None
+
+    def leader(self, ld: LoadData) -> LeaderState:
+        """The leader's state (created from the first LoadData it sees)."""
+        if self.leader_state is None:
+            self.leader_state = LeaderState.from_load_data(ld)
+        return self.leader_state
+
+    def shed(self, ld: LoadData, now_ms: int) -> Shedding:
+        """``doLoadShedding`` with the reason nothing was unloaded: ``Disabled``, ``NoBrokers`` ("Only 1 broker
+        available"), the strategy's own reason, or ``NoDestination`` (planned, but none issued)."""
+        conf = self.conf
+        if not (conf["loadBalancerEnabled"] and conf["loadBalancerSheddingEnabled"]):
+            return Shedding([], "Disabled")
+        if len(ld.brokers) <= 1:
+            return Shedding([], "NoBrokers")
+        unloads = do_load_shedding(ld, conf, self.shedder, self.placement, self.leader(ld), self.policies,
+                                   self.rng, now_ms)
+        stats = dict(self.shedder.stats())
+        if unloads:
+            stats["unloadDetails"] = [{"bundle": u.bundle, **u.details} for u in unloads]
+        return Shedding(unloads, None if unloads else (self.shedder.skip_reason() or "NoDestination"), stats)
+
+    def check_split(
+        self,
+        ld: LoadData,
+        layouts: Mapping[str, np.ndarray],
+        *,
+        should_unload: Callable[[str, str], bool] | None = None,
+        topics: Mapping[str, TopicStats] | None = None,
+    ) -> list[SplitDecision]:
+        """``checkNamespaceBundleSplit``: the splits of this refresh. "Make sure the same bundle is not selected
+        again": each parent's BundleData goes before the split is tried (also when it fails)."""
+        found = check_namespace_bundle_split(ld, self.conf, layouts, should_unload=should_unload, topics=topics)
+        for d in found:
+            row = ld.bundles.index(d.bundle)
+            if row >= 0:
+                ld.bundles.has_bundle_data[row] = False
+        return found
+
+    def assign(self, bundles: Iterable[str], ld: LoadData) -> list[tuple[str, str | None]]:
+        """``selectBrokerForAssignment`` for each bundle in order; (bundle, broker or None)."""
+        return assign(bundles, ld, self.conf, self.placement, self.leader(ld), self.policies, self.rng)

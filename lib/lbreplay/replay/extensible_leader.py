@@ -1,0 +1,199 @@
+"""The replay's driver of ``ExtensibleLoadManagerImpl`` (PIP-192): ``BrokerLoadDataReporter``, ``TopKBundles``,
+``UnloadScheduler`` + ``TransferShedder``, ``SplitScheduler`` + ``DefaultNamespaceBundleSplitStrategyImpl`` and
+the extensible ``LeastResourceUsageWithWeight`` assignment, on the replay's ownership.
+
+* Every tick each live broker's ``BrokerLoadData`` is updated once per ``loadBalancerReportUpdateMinIntervalMillis``
+  elapsed (the EMA steps every 5 s with the same host usage); it is *published* (what the leader reads) when the
+  10 % / 15 min rule holds (in an audit: when the history shows a new report), together with the broker's top-K
+  bundle list; entries of brokers that left stay in the store (TransferShedder ages them out by
+  ``loadBalancerBrokerLoadDataTTLInSeconds``).
+* The service-unit state (``bundle_owners``) is the replay's ownership.
+* A transfer moves the bundle to its destination (``TRANSFER``); an unload without transfer leaves it unowned
+  until the assignment step places it (``UNLOAD`` then ``ASSIGN``). An audit records decisions only.
+* Splits run every ``loadBalancerSplitIntervalMinutes`` on each broker's current bundle stats; children stay
+  with the owner (extensible splits never unload).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lbreplay.kernel.broker_report import WrittenReports
+from lbreplay.kernel.config import PulsarConfig
+from lbreplay.kernel.extensible.broker_load_data import BrokerLoadData
+from lbreplay.kernel.extensible.context import ExtensibleContext
+from lbreplay.kernel.extensible.extensible_load_manager import (
+    PLACEMENT_STRATEGY,
+    SHEDDING_STRATEGY,
+    ExtensibleLoadManager,
+)
+from lbreplay.kernel.extensible.split_scheduler import SPLIT_STRATEGY
+from lbreplay.kernel.extensible.top_k_bundles import TopBundlesLoadData, top_k_bundles
+from lbreplay.kernel.modular_load_manager import LeaderTask
+from lbreplay.kernel.policies import NamespacePolicies
+from lbreplay.kernel.strategy import Unload
+from lbreplay.replay.ownership import Ownership
+from lbreplay.replay.records import SESSIONS, TOPICS, Decision, LoadView
+
+TopBundleList = list[tuple[str, list[float]]]
+
+
+class ExtensibleLeader:
+    """Cross-tick state of the extensible load manager for one replay."""
+
+    def __init__(self, conf: PulsarConfig, broker_ids: list[str], policies: NamespacePolicies | None,
+                 rng: np.random.Generator) -> None:
+        n = len(broker_ids)
+        self.conf = conf
+        self.broker_ids = broker_ids
+        self.policies = policies
+        self.rng = rng
+        self.strategy = SHEDDING_STRATEGY
+        self.manager = ExtensibleLoadManager()
+        self.live = BrokerLoadData.empty(n)  # each broker's own, updated every 5 s
+        self.published = BrokerLoadData.empty(n)  # the store the leader reads
+        self.reports = WrittenReports(n)
+        self.top_lists: list[TopBundleList | None] = [None] * n
+        self.recently_unloaded_bundles: dict[str, int] = {}
+        self.recently_unloaded_brokers: dict[str, int] = {}
+        self.last_report_ms: int | None = None
+        self.shedding_task = LeaderTask()
+
+    def tick(self, view: LoadView, ownership: Ownership) -> list[Decision]:
+        self._report(view, ownership)
+        decisions = self._split(view, ownership)
+        to_assign: list[str] = []
+        if self.shedding_task.due(view.ts_ms, self.conf["loadBalancerSheddingIntervalMinutes"] * 60_000):
+            decisions += self._shed(view, ownership, to_assign)
+        pending = list(dict.fromkeys(to_assign + ownership.layout.unowned()))
+        if pending and view.alive.any() and view.apply:
+            decisions += self._assign(pending, view, ownership)
+        return decisions
+
+    def score(self, weighted_max: np.ndarray) -> np.ndarray:
+        """The EMA of each broker's weighted max usage as published (``BrokerLoadData.weightedMaxEMA``)."""
+        return self.published.weighted_max_ema.copy()
+
+    def _report(self, view: LoadView, ownership: Ownership) -> None:
+        """BrokerLoadDataReporter + TopBundleLoadDataReporter for this tick."""
+        conf = self.conf
+        tot, nb = view.totals, view.num_bundles
+        rows = np.flatnonzero(view.alive)
+        step_ms = int(conf["loadBalancerReportUpdateMinIntervalMillis"])
+        steps = 1 if self.last_report_ms is None else max(1, int((view.ts_ms - self.last_report_ms) // step_ms))
+        self.last_report_ms = view.ts_ms
+        for k in range(steps):
+            self.live.update(rows, view.usage[rows], view.limit[rows], tot[rows, 0], tot[rows, 1], tot[rows, 2],
+                             tot[rows, 3], nb[rows].astype(np.int64), tot[rows, 5].astype(np.int64),
+                             view.ts_ms - (steps - 1 - k) * step_ms, conf)
+        rate, thr, usage = view.msg_rate, view.msg_throughput, self.live.max_resource_usage
+        write = view.alive & self.reports.due(view.ts_ms, rate, thr, nb, usage, conf)
+        if view.observed_writes is not None:
+            write = view.observed_writes
+        w = np.flatnonzero(write)
+        if w.size == 0:
+            return
+        self.published.copy_rows(w, self.live, w)
+        self.published.reported_at[w] = view.ts_ms
+        self.reports.record(w, view.ts_ms, rate, thr, nb, usage)
+        layout = ownership.layout
+        k = int(conf["loadBalancerMaxNumberOfBundlesInBundleLoadReport"])
+        for b in w:
+            own = np.flatnonzero(layout.owner == b)
+            if own.size == 0:
+                self.top_lists[b] = []
+                continue
+            names = [layout.names[i] for i in own]
+            v = view.bundle_values[own]
+            idx = top_k_bundles(names, v[:, :4], v[:, TOPICS].astype(np.int64), v[:, SESSIONS].astype(np.int64),
+                                np.zeros(own.size, dtype=np.int64), np.zeros(own.size, dtype=np.int64), k, conf,
+                                self.policies)
+            self.top_lists[b] = [(names[i], [*v[i, :4].tolist(), float(v[i, TOPICS]), float(v[i, SESSIONS]), 0.0,
+                                             0.0]) for i in idx]
+
+    def _context(self, view: LoadView, ownership: Ownership) -> ExtensibleContext:
+        layout = ownership.layout
+        ids = self.broker_ids
+        owners = {n: ids[o] for n, o in zip(layout.names, layout.owner) if o >= 0}
+        return ExtensibleContext(
+            broker_ids=ids, load=self.published, has_load_data=self.published.updated_at > 0,
+            top=TopBundlesLoadData.from_lists(self.top_lists), available=view.alive.astype(bool).copy(),
+            now_ms=view.ts_ms, bundle_owners=owners, recently_unloaded_bundles=self.recently_unloaded_bundles,
+            recently_unloaded_brokers=self.recently_unloaded_brokers, policies=self.policies,
+        )
+
+    def _decision(self, view: LoadView, action: str, bundle: str, src: str | None, dst: str | None, reason: str,
+                  details: dict[str, float] | None = None, children: list[str] | None = None,
+                  strategy: str | None = None) -> Decision:
+        return Decision(view.tick, view.ts_ms, 0, action, bundle, src, dst, children, strategy or self.strategy,
+                        reason, dict(details or {}))
+
+    def _shed(self, view: LoadView, ownership: Ownership, to_assign: list[str]) -> list[Decision]:
+        """UnloadScheduler: issue the TransferShedder's decisions on bundles of the layout."""
+        ctx = self._context(view, ownership)
+        row_of = ownership.layout.rows()
+        index = {b: i for i, b in enumerate(self.broker_ids)}
+        out = []
+
+        def issue(u: Unload) -> bool:
+            row = row_of.get(u.bundle)
+            if row is None:
+                return False
+            action = "UNLOAD" if u.destination is None else "TRANSFER"
+            if view.apply:
+                ownership.set_owner(row, -1 if u.destination is None else index[u.destination])
+                if u.destination is None:
+                    to_assign.append(u.bundle)
+            out.append(self._decision(view, action, u.bundle, u.broker, u.destination, u.reason, u.details))
+            return True
+
+        self.manager.unload_scheduler.execute(ctx, self.conf, issue)
+        return out
+
+    def _split(self, view: LoadView, ownership: Ownership) -> list[Decision]:
+        """SplitScheduler: the split strategy on every broker's current bundle stats."""
+        if not self.manager.split_scheduler.due(view.ts_ms, self.conf):
+            return []
+        layout = ownership.layout
+        ids = self.broker_ids
+        owned = np.flatnonzero(layout.owner >= 0)
+        if owned.size == 0:
+            return []
+        vals = view.bundle_values
+        found = self.manager.split_scheduler.find(
+            self.conf, reporter=[ids[layout.owner[i]] for i in owned], bundles=[layout.names[i] for i in owned],
+            namespaces=[layout.namespace[i] for i in owned], lower=layout.lower[owned], upper=layout.upper[owned],
+            msg_rate=vals[owned, 2] + vals[owned, 3], msg_throughput=vals[owned, 0] + vals[owned, 1],
+            topics=vals[owned, TOPICS].astype(np.int64), sessions=vals[owned, SESSIONS].astype(np.int64),
+            bundle_count_per_namespace=layout.counts_per_namespace(),
+        )
+        owner_of = dict(zip(layout.names, layout.owner.tolist()))
+        out = []
+        for d in found:
+            if not d.ok or d.bundle not in owner_of:
+                continue
+            parent = owner_of[d.bundle]
+            if view.apply:  # the what-if applies the split; an audit only records it
+                ownership.split(d.bundle, list(d.children), False)
+            src = ids[parent] if parent >= 0 else d.broker
+            out.append(self._decision(view, "SPLIT", d.bundle, src, src, d.reason, d.details,
+                                      children=list(d.children), strategy=SPLIT_STRATEGY))
+        return out
+
+    def _assign(self, bundles: list[str], view: LoadView, ownership: Ownership) -> list[Decision]:
+        """Extensible assignment: the broker filter pipeline, then LeastResourceUsageWithWeight (extensions)."""
+        ctx = self._context(view, ownership)
+        layout = ownership.layout
+        row_of = layout.rows()
+        out = []
+        for bundle in bundles:
+            row = row_of.get(bundle)
+            if row is None or layout.owner[row] >= 0:
+                continue
+            b = self.manager.select_broker(ctx, self.conf, bundle, self.rng)
+            if b < 0:
+                continue
+            ownership.set_owner(row, int(b))
+            out.append(self._decision(view, "ASSIGN", bundle, None, self.broker_ids[b], "Assignment",
+                                      strategy=PLACEMENT_STRATEGY))
+        return out

@@ -1,0 +1,310 @@
+"""The replay's driver of ``ModularLoadManagerImpl``: the leader's report/update/split/shed/assign cycle on
+the replay's ownership.
+
+Each tick
+1. brokers write reports by Pulsar's 10 % / 15 min rule (``kernel.broker_report``; in an audit: when the
+   history shows a new report): the leader only sees the last written report, bundles included;
+2. each written report triggers ``updateAll`` = one ``updateBundleData`` sample of every reported bundle, and
+   the 15-min bundle-data write (``LoadResourceQuotaUpdaterTask``) one more (PULSAR-LB-SPEC.md §1.7); the
+   split check (``checkNamespaceBundleSplit``) runs after ``updateAll``;
+3. every ``loadBalancerSheddingIntervalMinutes`` the leader runs ``doLoadShedding`` (``LoadSheddingTask``);
+4. orphans and split children are placed with ``selectBrokerForAssignment`` (closed loop only).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lbreplay.kernel.broker_report import WrittenReports
+from lbreplay.kernel.config import PulsarConfig, short_class
+from lbreplay.kernel.load_data import Brokers, Bundles, LoadData, derived_cache, update_bundle_data
+from lbreplay.kernel.modular_load_manager import LeaderTask, ModularLoadManager
+from lbreplay.kernel.placement import clear_preallocations
+from lbreplay.kernel.policies import NamespacePolicies
+from lbreplay.kernel.version_profile import profile_for
+from lbreplay.replay.ownership import Layout, Ownership
+from lbreplay.replay.records import RATE_IN, RATE_OUT, SESSIONS, THR_IN, THR_OUT, TOPICS, Decision, LoadView
+
+SPLIT_TASK = "BundleSplitterTask"
+
+
+class ModularLeader:
+    """The modular leader's cross-tick state for one replay: written reports, LoadData, strategies, tasks."""
+
+    def __init__(self, conf: PulsarConfig, broker_ids: list[str], policies: NamespacePolicies | None,
+                 rng: np.random.Generator) -> None:
+        self.conf = conf
+        self.broker_ids = broker_ids
+        self.broker_row = {b: i for i, b in enumerate(broker_ids)}
+        self.profile = profile_for(conf["pulsarVersion"])
+        self.manager = ModularLoadManager(conf, policies or NamespacePolicies(), rng)
+        self.strategy = short_class(conf["loadBalancerLoadSheddingStrategy"])
+        self.placement_strategy = short_class(conf["loadBalancerLoadPlacementStrategy"])
+        n = len(broker_ids)
+        self.reports = WrittenReports(n)
+        # the rest of each broker's written report (LocalBrokerData)
+        self.report_rate_in = np.zeros(n)
+        self.report_rate_out = np.zeros(n)
+        self.report_throughput_in = np.zeros(n)
+        self.report_throughput_out = np.zeros(n)
+        self.report_topics = np.zeros(n)
+        self.report_usage = np.zeros((n, 5))
+        self.report_limit = np.zeros((n, 5))
+        self.ld: LoadData | None = None
+        self.shedding_task = LeaderTask()
+        self.quota_task = LeaderTask()
+
+    # ---------------------------------------------------------------- the cycle
+    def tick(self, view: LoadView, ownership: Ownership) -> list[Decision]:
+        conf = self.conf
+        write = self._write_reports(view)
+        ld = self._leader_view(ownership.layout, view.bundle_values, write, view.alive, view.ts_ms)
+        samples = int(write.sum())
+        quota_ms = conf["loadBalancerResourceQuotaUpdateIntervalMinutes"] * 60_000
+        if self.quota_task.due(view.ts_ms, quota_ms):
+            samples += 1
+        for _ in range(samples):
+            update_bundle_data(ld)
+        decisions: list[Decision] = []
+        to_assign: list[str] = []
+        if samples:
+            if self.profile.drop_unreported_bundle_data:
+                ld.bundles.has_bundle_data &= ld.bundles.owner >= 0
+            clear_preallocations(ld)
+            self.manager.leader(ld).reload(ld)
+            if conf["loadBalancerAutoBundleSplitEnabled"]:
+                decisions += self._split(ld, view, ownership, to_assign)
+                assert self.ld is not None
+                ld = self.ld
+        if self.shedding_task.due(view.ts_ms, conf["loadBalancerSheddingIntervalMinutes"] * 60_000):
+            decisions += self._shed(ld, view, ownership, to_assign)
+        pending = list(dict.fromkeys(to_assign + ownership.layout.unowned()))
+        if pending and view.alive.any() and view.apply:
+            decisions += self._assign(pending, view, ownership)
+        return decisions
+
+    def score(self, weighted_max: np.ndarray, shedder_state: dict | None = None) -> np.ndarray:
+        """Each broker's score as the shedding strategy keeps it (AvgShedder's average), else the weighted max."""
+        state = {}
+        try:
+            state = self.manager.shedder.get_state() or {}
+        except Exception:  # noqa: BLE001 - a strategy without state has no score of its own
+            state = {}
+        ema = state.get("brokerAvgResourceUsage") if isinstance(state, dict) else None
+        if isinstance(ema, dict):
+            return np.array([float(ema.get(b, np.nan)) for b in self.broker_ids])
+        return weighted_max.copy()
+
+    def _write_reports(self, view: LoadView) -> np.ndarray:
+        """The brokers whose report the leader sees anew this tick; their written figures are kept."""
+        tot = view.totals
+        rate, thr = view.msg_rate, view.msg_throughput
+        write = view.alive & self.reports.due(view.ts_ms, rate, thr, view.num_bundles, view.compared_usage, self.conf)
+        if view.observed_writes is not None:
+            write = view.observed_writes
+        w = np.flatnonzero(write)
+        self.reports.record(w, view.ts_ms, rate, thr, view.num_bundles, view.compared_usage)
+        self.report_rate_in[w], self.report_rate_out[w] = tot[w, RATE_IN], tot[w, RATE_OUT]
+        self.report_throughput_in[w], self.report_throughput_out[w] = tot[w, THR_IN], tot[w, THR_OUT]
+        self.report_topics[w] = tot[w, TOPICS]
+        self.report_usage[w], self.report_limit[w] = view.usage[w], view.limit[w]
+        return write
+
+    # ---------------------------------------------------------------- kernel calls
+    def _decision(self, view: LoadView, action: str, bundle: str, src: str | None, dst: str | None, reason: str,
+                  details: dict[str, float] | None = None, children: list[str] | None = None,
+                  strategy: str | None = None) -> Decision:
+        return Decision(view.tick, view.ts_ms, 0, action, bundle, src, dst, children, strategy or self.strategy,
+                        reason, dict(details or {}))
+
+    def _shed(self, ld: LoadData, view: LoadView, ownership: Ownership, to_assign: list[str]) -> list[Decision]:
+        """``doLoadShedding``; a bundle unloaded with a destination moves there, without one it is placed later."""
+        layout = ownership.layout
+        row_of = layout.rows()
+        out = []
+        for u in self.manager.shed(ld, view.ts_ms).unloads:
+            row = row_of.get(u.bundle)
+            if row is None:
+                continue
+            src_id = ownership.owner_id(row) or u.broker
+            if view.apply:
+                if u.destination is not None:
+                    ownership.set_owner(row, self.broker_row[u.destination])
+                else:
+                    ownership.set_owner(row, -1)
+                    to_assign.append(u.bundle)
+            out.append(self._decision(view, "UNLOAD", u.bundle, src_id, u.destination, u.reason, u.details))
+        return out
+
+    def _split(self, ld: LoadData, view: LoadView, ownership: Ownership, to_assign: list[str]) -> list[Decision]:
+        """The split check; splits change the layout (children stay with the owner, or are unloaded)."""
+        layout = ownership.layout
+        policies = self.manager.policies
+        leader = self.manager.leader(ld)
+        avail = np.ones(len(ld.brokers), dtype=bool)
+
+        def should_unload(bundle: str, broker: str) -> bool:
+            ns = bundle.rpartition("/")[0]
+            row = ld.brokers.index(broker)
+            return policies.should_namespace_policies_unload(ns, row, ld.brokers, avail) and \
+                policies.should_anti_affinity_namespace_unload(ns, row, ld.brokers, avail, leader.bundle_ranges)
+
+        found = self.manager.check_split(ld, _namespace_boundaries(layout), should_unload=should_unload)
+        out = []
+        changed = False
+        owner_of = dict(zip(layout.names, layout.owner.tolist()))
+        for d in found:
+            if not d.ok or d.bundle not in owner_of:
+                continue
+            if view.apply:  # the what-if applies the split; an audit only records it
+                ownership.split(d.bundle, list(d.children), d.unload)
+                if d.unload:
+                    to_assign += d.children
+                changed = True
+            parent_owner = owner_of[d.bundle]
+            details = dict(d.details)
+            details["boundaries"] = float(len(d.boundaries))
+            src = self.broker_ids[parent_owner] if parent_owner >= 0 else d.broker
+            out.append(self._decision(view, "SPLIT", d.bundle, src, src if not d.unload else None, d.reason, details,
+                                      children=list(d.children), strategy=SPLIT_TASK))
+        if changed:
+            self._rebuild_leader_rows(ownership.layout)
+        return out
+
+    def _assign(self, bundles: list[str], view: LoadView, ownership: Ownership) -> list[Decision]:
+        """``selectBrokerForAssignment`` for each unowned bundle in order (its next lookup)."""
+        ld = self.ld
+        assert ld is not None
+        layout = ownership.layout
+        row_of = layout.rows()
+        unowned = [b for b in bundles if b in row_of and layout.owner[row_of[b]] < 0]
+        out = []
+        # one derived-value cache for the whole assignment burst (only kernel calls mutate ld inside it)
+        with derived_cache(ld):
+            for bundle, broker in self.manager.assign(unowned, ld):
+                if broker is None:
+                    continue
+                ownership.set_owner(row_of[bundle], self.broker_row[broker])
+                out.append(self._decision(view, "ASSIGN", bundle, None, broker, "Assignment",
+                                          strategy=self.placement_strategy))
+        return out
+
+    # ---------------------------------------------------------------- the leader's LoadData
+    def _universe_rows(self, ld: LoadData, local: np.ndarray) -> np.ndarray:
+        m = np.array([self.broker_row[b] for b in ld.brokers.ids] + [-1], dtype=np.int32)
+        return np.where(local >= 0, m[np.where(local >= 0, local, -1)], -1).astype(np.int32)
+
+    def _carry(self, layout: Layout) -> tuple[Bundles, np.ndarray, np.ndarray]:
+        """Bundle rows for ``layout`` carrying BundleData, reported owner and preallocation (universe rows)."""
+        prev = self.ld.bundles if self.ld is not None else None
+        rep_prev = pre_prev = None
+        if self.ld is not None and prev is not None:
+            rep_prev = self._universe_rows(self.ld, prev.owner)
+            pre_prev = self._universe_rows(self.ld, prev.preallocated_to)
+        b = _bundles_like(prev, rep_prev, layout)
+        pre = np.full(len(layout), -1, dtype=np.int32)
+        if prev is not None and pre_prev is not None:
+            pos = {n: i for i, n in enumerate(prev.names)}
+            for i, n in enumerate(layout.names):
+                j = pos.get(n)
+                if j is not None:
+                    pre[i] = pre_prev[j]
+        return b, b.owner.copy(), pre
+
+    def _assemble(self, b: Bundles, rep: np.ndarray, pre: np.ndarray, alive: np.ndarray, now_ms: int) -> LoadData:
+        ids = self.broker_ids
+        alive_rows = np.flatnonzero(alive)
+        to_local = np.full(len(ids) + 1, -1, dtype=np.int32)
+        to_local[alive_rows] = np.arange(len(alive_rows), dtype=np.int32)
+        brokers = Brokers.empty([ids[i] for i in alive_rows])
+        brokers.usage = self.report_usage[alive_rows].copy()
+        brokers.limit = self.report_limit[alive_rows].copy()
+        brokers.msg_rate_in = self.report_rate_in[alive_rows].copy()
+        brokers.msg_rate_out = self.report_rate_out[alive_rows].copy()
+        brokers.msg_throughput_in = self.report_throughput_in[alive_rows].copy()
+        brokers.msg_throughput_out = self.report_throughput_out[alive_rows].copy()
+        brokers.num_topics = self.report_topics[alive_rows].astype(np.int64)
+        brokers.last_update = self.reports.written_ms[alive_rows].copy()
+        brokers.load_manager_class_name = [self.conf["loadManagerClassName"]] * len(alive_rows)
+        b.owner = to_local[rep].astype(np.int32)
+        b.preallocated_to = to_local[pre].astype(np.int32)
+        old = self.ld
+        alive_ids = set(brokers.ids)
+        prealloc = {k: v for k, v in (old.preallocated_bundle_to_broker.items() if old else []) if v in alive_ids}
+        ld = LoadData(brokers, b, old.recently_unloaded_bundles if old else {}, prealloc, now_ms)
+        self.ld = ld
+        return ld
+
+    def _rebuild_leader_rows(self, layout: Layout) -> None:
+        """After a split: the leader's rows follow the new layout (children start without BundleData)."""
+        assert self.ld is not None
+        alive = np.zeros(len(self.broker_ids), dtype=bool)
+        alive[[self.broker_row[b] for b in self.ld.brokers.ids]] = True
+        b, rep, pre = self._carry(layout)
+        self._assemble(b, rep, pre, alive, self.ld.now_ms)
+
+    def _leader_view(self, layout: Layout, vals: np.ndarray, write: np.ndarray, alive: np.ndarray,
+                     now_ms: int) -> LoadData:
+        """Build/refresh the leader's LoadData from the written reports (stale by construction).
+
+        A broker's written report lists the bundles it owned when it wrote, with their stats then; a report
+        of a broker that died disappears with its lock node. Where two stale reports claim one bundle, the
+        most recent writer is kept.
+        """
+        b, rep, pre = self._carry(layout)
+        wrote_owned = (layout.owner >= 0) & write[np.maximum(layout.owner, 0)]
+        rep[wrote_owned] = layout.owner[wrote_owned]
+        b.stats[wrote_owned] = vals[wrote_owned, :4]
+        b.topics[wrote_owned] = vals[wrote_owned, TOPICS].astype(np.int64)
+        b.consumer_count[wrote_owned] = vals[wrote_owned, SESSIONS].astype(np.int64)
+        b.producer_count[wrote_owned] = 0
+        stale_rep = (rep >= 0) & ((~alive[np.maximum(rep, 0)]) | (write[np.maximum(rep, 0)] & (layout.owner != rep)))
+        rep[stale_rep] = -1
+        pre[(pre >= 0) & ~alive[np.maximum(pre, 0)]] = -1
+        return self._assemble(b, rep, pre, alive, now_ms)
+
+
+def _namespace_boundaries(layout: Layout) -> dict[str, np.ndarray]:
+    """Each namespace's boundary list from the layout's bundles (sorted lower bounds, then the top)."""
+    lows: dict[str, list[int]] = {}
+    ups: dict[str, list[int]] = {}
+    for ns, lo, hi in zip(layout.namespace, layout.lower, layout.upper):
+        lows.setdefault(ns, []).append(int(lo))
+        ups.setdefault(ns, []).append(int(hi))
+    return {ns: np.array(sorted(lows[ns]) + [max(ups[ns])], dtype=np.int64) for ns in lows}
+
+
+def _bundles_like(prev: Bundles | None, rep_prev: np.ndarray | None, layout: Layout) -> Bundles:
+    """Bundles rows for ``layout``; rows whose name existed in ``prev`` keep their BundleData and reported state.
+
+    ``owner`` here carries *universe* rows of the previous reported owner (remapped by the caller).
+    """
+    n = len(layout)
+    out = Bundles(
+        names=layout.names, namespaces=layout.namespace, lower=layout.lower, upper=layout.upper,
+        owner=np.full(n, -1, dtype=np.int32), stats=np.zeros((n, 4)), topics=np.zeros(n, dtype=np.int64),
+        consumer_count=np.zeros(n, dtype=np.int64), producer_count=np.zeros(n, dtype=np.int64),
+        cache_size=np.zeros(n, dtype=np.int64), has_bundle_data=np.zeros(n, dtype=bool),
+        short=np.tile(np.array([50000.0, 50000.0, 50.0, 50.0]), (n, 1)), short_samples=np.zeros(n, dtype=np.int32),
+        short_max=np.full(n, 10, dtype=np.int32), long=np.tile(np.array([50000.0, 50000.0, 50.0, 50.0]), (n, 1)),
+        long_samples=np.zeros(n, dtype=np.int32), long_max=np.full(n, 1000, dtype=np.int32),
+        bundle_topics=np.zeros(n, dtype=np.int64), preallocated_to=np.full(n, -1, dtype=np.int32),
+    )
+    if prev is None:
+        return out
+    if prev.names == layout.names:
+        rows_new = np.arange(n)
+        rows_old = np.arange(n)
+    else:
+        pos = {name: i for i, name in enumerate(prev.names)}
+        pairs = [(i, pos[name]) for i, name in enumerate(layout.names) if name in pos]
+        if not pairs:
+            return out
+        rows_new = np.array([p[0] for p in pairs])
+        rows_old = np.array([p[1] for p in pairs])
+    for f in ("stats", "topics", "consumer_count", "producer_count", "cache_size", "has_bundle_data", "short",
+              "short_samples", "short_max", "long", "long_samples", "long_max", "bundle_topics"):
+        getattr(out, f)[rows_new] = getattr(prev, f)[rows_old]
+    if rep_prev is not None:
+        out.owner[rows_new] = rep_prev[rows_old]
+    return out

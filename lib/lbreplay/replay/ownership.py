@@ -1,0 +1,159 @@
+"""The replay's bundle layout and ownership: who owns which bundle, and the ownership intervals it writes.
+
+Closed loop, the ownership evolves from the replay's own decisions; in an audit it is the observed one,
+re-read every tick. Splits replace a parent by its children (``NamespaceBundleFactory#splitBundles``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lbreplay.replay.records import OwnershipInterval
+from lbreplay.replay.ring_load import bundle_span
+
+
+def split_bundle_name(name: str) -> tuple[str, int, int]:
+    """``tenant/ns/0x…_0x…`` -> (namespace, lower, upper), split at the last ``/`` (names from the lake)."""
+    ns, _, rng = name.rpartition("/")
+    lo, _, hi = rng.partition("_")
+    return ns, int(lo, 16), int(hi, 16)
+
+
+class Layout:
+    """The replay's current bundles (sorted by name) with their owners (broker universe rows)."""
+
+    def __init__(self, names: list[str], owner: np.ndarray, namespaces: list[str]):
+        order = sorted(range(len(names)), key=names.__getitem__)
+        self.names = [names[i] for i in order]
+        self.owner = owner[order].astype(np.int32)
+        ns_index = {ns: i for i, ns in enumerate(namespaces)}
+        parsed = [split_bundle_name(n) for n in self.names]
+        self.namespace = [p[0] for p in parsed]
+        self.ns_idx = np.array([ns_index[p[0]] for p in parsed], dtype=np.int64)
+        self.lower = np.array([p[1] for p in parsed], dtype=np.int64)
+        self.upper = np.array([p[2] for p in parsed], dtype=np.int64)
+        self.start, self.end = bundle_span(self.ns_idx, self.lower, self.upper)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def counts_per_namespace(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for ns in self.namespace:
+            out[ns] = out.get(ns, 0) + 1
+        return out
+
+    def rows(self) -> dict[str, int]:
+        return {n: i for i, n in enumerate(self.names)}
+
+    def unowned(self) -> list[str]:
+        return [self.names[r] for r in np.flatnonzero(self.owner < 0)]
+
+
+class Ownership:
+    """The layout, its owners and the open ownership intervals; closed intervals collect per tick."""
+
+    def __init__(self, broker_ids: list[str], namespaces: list[str]):
+        self.broker_ids = broker_ids
+        self.namespaces = namespaces
+        self._layout: Layout | None = None
+        self.open_intervals: dict[str, tuple[int, int, int]] = {}  # bundle -> (broker, from_tick, from_ts)
+        self.closed: list[OwnershipInterval] = []
+        self.tick = 0
+        self.ts_ms = 0
+
+    @property
+    def layout(self) -> Layout:
+        assert self._layout is not None, "no layout before the first tick"
+        return self._layout
+
+    @property
+    def started(self) -> bool:
+        return self._layout is not None
+
+    def begin_tick(self, tick: int, ts_ms: int) -> None:
+        """Stamp for the intervals this tick opens and closes; the closed list starts empty."""
+        self.tick, self.ts_ms = tick, ts_ms
+        self.closed = []
+
+    def follow(self, observed: Layout) -> None:
+        """Take the observed layout and owners (the first tick, and every tick of an audit)."""
+        if self._layout is None:
+            for row, name in enumerate(observed.names):
+                if observed.owner[row] >= 0:
+                    self.open_intervals[name] = (int(observed.owner[row]), self.tick, self.ts_ms)
+        else:
+            for row, name in enumerate(observed.names):
+                cur = self.open_intervals.get(name)
+                own = int(observed.owner[row])
+                if cur is None or cur[0] != own:
+                    self._close(name)
+                    if own >= 0:
+                        self.open_intervals[name] = (own, self.tick, self.ts_ms)
+            for name in list(self.open_intervals):
+                if name not in set(observed.names):
+                    self._close(name)
+        self._layout = observed
+
+    def release(self, alive: np.ndarray) -> None:
+        """Brokers that left release their bundles (orphans, assigned at their next lookup)."""
+        layout = self.layout
+        dead = (layout.owner >= 0) & ~alive[np.maximum(layout.owner, 0)]
+        for row in np.flatnonzero(dead):
+            self.set_owner(int(row), -1)
+
+    def owner_id(self, row: int) -> str | None:
+        owner = int(self.layout.owner[row])
+        return self.broker_ids[owner] if owner >= 0 else None
+
+    def set_owner(self, row: int, broker: int) -> None:
+        layout = self.layout
+        name = layout.names[row]
+        current = self.open_intervals.get(name)
+        if current is not None and current[0] == broker:
+            layout.owner[row] = broker
+            return
+        self._close(name)
+        layout.owner[row] = broker
+        if broker >= 0:
+            self.open_intervals[name] = (broker, self.tick, self.ts_ms)
+
+    def split(self, parent: str, children: list[str], unload: bool) -> int | None:
+        """Replace ``parent`` by ``children`` in the layout (``NamespaceBundleFactory#splitBundles``).
+
+        The children stay with the parent's owner, or are left unowned for their next lookup when ``unload``
+        (``loadBalancerAutoUnloadSplitBundlesEnabled``). Returns the parent's owner row (-1: unowned), or None
+        when the parent is not in the layout.
+        """
+        layout = self.layout
+        try:
+            i = layout.names.index(parent)
+        except ValueError:
+            return None
+        parent_owner = int(layout.owner[i])
+        self._close(parent)
+        child_owner = -1 if unload else parent_owner
+        names = layout.names[:i] + layout.names[i + 1:] + list(children)
+        owner = np.concatenate([np.delete(layout.owner, i), np.full(len(children), child_owner, dtype=np.int32)])
+        if child_owner >= 0:
+            for c in children:
+                self.open_intervals[c] = (child_owner, self.tick, self.ts_ms)
+        self._layout = Layout(names, owner, self.namespaces)
+        return parent_owner
+
+    def finish(self) -> list[OwnershipInterval]:
+        """Still-open ownership intervals (``to_*`` null)."""
+        out = []
+        for bundle, (broker, f_tick, f_ts) in sorted(self.open_intervals.items()):
+            ns, lo, hi = split_bundle_name(bundle)
+            out.append(OwnershipInterval(bundle, ns, lo, hi, self.broker_ids[broker], f_tick, None, f_ts, None))
+        return out
+
+    def _close(self, bundle: str) -> None:
+        entry = self.open_intervals.pop(bundle, None)
+        if entry is None:
+            return
+        broker, f_tick, f_ts = entry
+        ns, lo, hi = split_bundle_name(bundle)
+        self.closed.append(OwnershipInterval(bundle, ns, lo, hi, self.broker_ids[broker], f_tick, self.tick, f_ts,
+                                             self.ts_ms))

@@ -1,0 +1,139 @@
+"""The replay's records: a run's spec and static inputs, one observed tick, and what a tick produces.
+
+Plain dataclasses shared by the tick loop (``engine``), the leaders and the Spark driver; nothing here
+imports the rest of the replay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from lbreplay.kernel.policies import NamespacePolicies
+from lbreplay.replay.load_model import Calibration
+
+# Columns of the per-bundle load vectors: TimeAverageMessageData order, then sessions and topics.
+THR_IN, THR_OUT, RATE_IN, RATE_OUT, SESSIONS, TOPICS = range(6)
+
+
+@dataclass
+class RunSpec:
+    run_id: str
+    cluster: str
+    mode: str  # "closed-loop" | "observed"
+    config: dict[str, Any]  # Pulsar keys as given by the user (resolved inside)
+    seed: int = 0
+    replay: dict[str, Any] = field(default_factory=dict)
+    # A slice of the ticks (audit mode runs slices in parallel): outputs for [tick_start, tick_end), after
+    # replaying ``warmup`` earlier ticks to rebuild the strategies' state (EWMA, hit counts, bundle averages).
+    tick_start: int = 0
+    tick_end: int | None = None
+    warmup: int = 0
+
+
+@dataclass
+class StaticInputs:
+    """What a run needs besides the tick stream; small (brokers, namespaces, calibration, policies)."""
+
+    broker_ids: list[str]  # sorted universe of brokers seen in the history
+    namespaces: list[str]  # sorted
+    calibration: Calibration
+    policies: NamespacePolicies | None = None
+
+
+@dataclass
+class ObservedTick:
+    tick: int
+    ts_ms: int
+    alive: np.ndarray  # (B,) bool
+    usage: np.ndarray  # (B, 5) observed (for memory and calibration error)
+    limit: np.ndarray  # (B, 5)
+    broker_meta: dict[str, np.ndarray] = field(default_factory=dict)
+    # observed layout and ownership (bundle_load): names, owner (universe row), values (n, 6)
+    bundle_names: list[str] = field(default_factory=list)
+    bundle_owner: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
+    bundle_values: np.ndarray = field(default_factory=lambda: np.zeros((0, 6)))
+    topic_values: np.ndarray | None = None  # (T, 6) aligned with topic_positions
+    topic_positions: np.ndarray | None = None  # (T,) global ring positions of this tick's topics
+    last_update: np.ndarray | None = None  # (B,) ms of each broker's report (LocalBrokerData.lastUpdate)
+
+
+@dataclass
+class Decision:
+    tick: int
+    ts_ms: int
+    seq: int
+    action: str  # UNLOAD | TRANSFER | ASSIGN | SPLIT
+    bundle: str
+    source_broker: str | None
+    target_broker: str | None
+    child_bundles: list[str] | None
+    strategy: str
+    reason: str
+    details: dict[str, float]
+
+
+@dataclass
+class BrokerTick:
+    tick: int
+    ts_ms: int
+    pct: np.ndarray  # (B, 5)
+    max_usage: np.ndarray
+    weighted_max_usage: np.ndarray
+    score: np.ndarray
+    msg_rate: np.ndarray
+    msg_throughput: np.ndarray
+    num_bundles: np.ndarray
+    num_topics: np.ndarray
+    alive: np.ndarray
+
+
+@dataclass
+class OwnershipInterval:
+    bundle: str
+    namespace: str
+    range_lower: int
+    range_upper: int
+    broker: str
+    from_tick: int
+    to_tick: int | None
+    from_ts_ms: int
+    to_ts_ms: int | None
+
+
+@dataclass
+class TickResult:
+    broker_tick: BrokerTick
+    decisions: list[Decision]
+    closed: list[OwnershipInterval]
+    calibration_error: float | None  # MAPE of modelled vs observed cpu when ownership equals the observed one
+
+
+@dataclass
+class LoadView:
+    """One tick's loads as the engine computed them: what the leader's brokers would report now.
+
+    ``bundle_values`` (n, 6) are aligned with the ownership's layout; the broker arrays are per universe row.
+    """
+
+    tick: int
+    ts_ms: int
+    alive: np.ndarray  # (B,) bool
+    bundle_values: np.ndarray  # (n, 6)
+    usage: np.ndarray  # (B, 5)
+    limit: np.ndarray  # (B, 5)
+    totals: np.ndarray  # (B, 6) per-broker sums of bundle_values
+    num_bundles: np.ndarray  # (B,)
+    compared_usage: np.ndarray  # (B,) the max usage the report write rule compares
+    observed_writes: np.ndarray | None = None  # (B,) bool: audit mode, the reports the history shows written
+    apply: bool = True  # closed loop: decisions change the ownership; audit: they are only recorded
+
+    @property
+    def msg_rate(self) -> np.ndarray:
+        return self.totals[:, RATE_IN] + self.totals[:, RATE_OUT]
+
+    @property
+    def msg_throughput(self) -> np.ndarray:
+        return self.totals[:, THR_IN] + self.totals[:, THR_OUT]
