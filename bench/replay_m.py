@@ -24,6 +24,7 @@ import shutil
 import sys
 import tempfile
 import time
+from typing import Any
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,20 +35,16 @@ def emit(**kw: object) -> None:
     print(json.dumps(kw), flush=True)
 
 
-def kernel_only(meta: dict, pulsar: dict, replay: dict) -> tuple[float, int]:
+def kernel_only(manifest: Any, pulsar: dict, replay: dict) -> tuple[float, int]:
     """The same run in this process, no Spark: the tick loop over the prepared stream."""
-    import numpy as np
-
     from lbreplay.replay.engine import Replay, RunSpec, StaticInputs
-    from lbreplay.replay.load_model import Calibration
-    from lbreplay.replay.spark_replay import _ticks_from_stream
+    from lbreplay.replay.tick_stream import ticks_from_stream
 
-    static = StaticInputs(meta["broker_ids"], meta["namespaces"],
-                          Calibration(np.array(meta["cpu_base"]), np.array(meta["cpu_per_msg"])))
+    static = StaticInputs(manifest.broker_ids, manifest.namespaces, manifest.calibration())
     rep = Replay(RunSpec("kernel-only", "bench", "closed-loop", pulsar, 0, replay), static)
     t0 = time.perf_counter()
     decisions = 0
-    for obs in _ticks_from_stream(meta["stream"], meta):
+    for obs in ticks_from_stream(manifest):
         decisions += len(rep.step(obs).decisions)
     return time.perf_counter() - t0, decisions
 
@@ -65,6 +62,7 @@ def main() -> None:
     from lbreplay.lake.generator import generate
     from lbreplay.lake.validation import validate
     from lbreplay.replay import spark_replay as R
+    from lbreplay.replay.tick_stream import stream_ticks
     from lbreplay.replay.run_config import expand_grid, resolve_run_config
     from lbreplay.spark import get_spark
 
@@ -90,7 +88,7 @@ def main() -> None:
         _, meta = R.prepare(spark, lake, cluster, versions)
         kern, decisions = kernel_only(meta, pulsar, replay)
         spark_decisions = spark.read.format("delta").load(f"{lake}/decisions").where("run_id = 'bench-single'").count()
-        emit(step="closed-loop", scenario=args.scenario, size=args.size, ticks=R._stream_ticks(meta["stream"]),
+        emit(step="closed-loop", scenario=args.scenario, size=args.size, ticks=stream_ticks(meta.stream),
              decisions=decisions, spark_decisions=spark_decisions, end_to_end_s=round(e2e, 1),
              kernel_only_s=round(kern, 1), budget_s=round(3 * kern + 60, 1), within_budget=e2e <= 3 * kern + 60)
     if not args.skip_memory:

@@ -48,7 +48,7 @@ from lbreplay.kernel.config import PulsarConfig, is_extensible, short_class
 from lbreplay.kernel.extensible.context import ExtensibleContext
 from lbreplay.kernel.extensible.extensible_load_manager import SHEDDING_STRATEGY, ExtensibleLoadManager
 from lbreplay.kernel.extensible.split_scheduler import SPLIT_STRATEGY
-from lbreplay.kernel.load_data import Brokers, split_bundle_name
+from lbreplay.kernel.load_data import Brokers
 from lbreplay.kernel.modular_load_manager import ModularLoadManager
 from lbreplay.kernel.naming import (
     FIRST_BOUNDARY,
@@ -59,6 +59,7 @@ from lbreplay.kernel.naming import (
     find_bundle_index,
     initial_boundaries,
     namespace_of_topic,
+    split_bundle_name,
     topic_hash,
 )
 from lbreplay.kernel.naming import parse_bundle_name as split_name

@@ -115,7 +115,7 @@ def test_split_repartitions_topic_traffic() -> None:
     assert splits[0].child_bundles == ["tenant/ns/0x00000000_0x40000000", "tenant/ns/0x40000000_0x80000000"]
     lay = replay.layout
     assert sorted(lay.names) == sorted(splits[0].child_bundles + ["tenant/ns/0x80000000_0xffffffff"])
-    vals = replay._bundle_values(obs, lay)
+    vals = replay.bundle_values(obs, lay)
     for name, v in zip(lay.names, vals):
         _, lo, hi = name.rpartition("/")[0], *[int(x, 16) for x in name.rpartition("/")[2].split("_")]
         inside = (hashes >= lo) & ((hashes < hi) | (hi == 0xFFFFFFFF))
@@ -156,3 +156,46 @@ def test_calibration_fits_per_broker_and_falls_back_when_ill_determined() -> Non
     assert np.allclose(cal.cpu_base[:2], 40.0) and np.allclose(cal.cpu_per_msg[:2], [0.004, 0.008])
     assert cal.cpu_base[2] == pytest.approx(40.0, rel=1e-6)
     assert cal.cpu_base[2] + cal.cpu_per_msg[2] * xs[2].mean() == pytest.approx(ys[2].mean(), rel=1e-9)
+
+
+EXTENSIBLE = {"loadManagerClassName": "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl",
+              "loadBalancerLoadSheddingStrategy": "TransferShedder", "loadBalancerBrokerLoadTargetStd": 0.05}
+
+
+def _modelled_ticks(static: StaticInputs, owner: list[int], n_ticks: int):
+    """Ticks whose observed usage is exactly what the closed loop models for the observed ownership (cpu from the
+    calibration, bandwidth from the throughput, memory as observed) and whose reports were all written at tick 0
+    (``lastUpdate`` never changes again; the 10 % / 15 min rule writes nothing new either): the closed loop and the
+    audit then see the same state until the first decision is applied."""
+    from lbreplay.replay.load_model import model_usage
+
+    n = len(static.broker_ids)
+    for obs in _ticks(n, owner, n_ticks):
+        tot = np.zeros((n, 6))
+        np.add.at(tot, obs.bundle_owner, obs.bundle_values)
+        obs.usage = model_usage(static.calibration, tot[:, 2] + tot[:, 3], tot[:, 0], tot[:, 1], obs.usage)
+        obs.last_update = np.full(n, T0, dtype=np.int64)
+        yield obs
+
+
+@pytest.mark.parametrize("config", [{}, EXTENSIBLE], ids=["modular-threshold", "extensible-transfer"])
+def test_observed_tick_decides_like_a_closed_loop_tick_on_the_same_state(config: dict) -> None:
+    """An audit (observed mode) runs the same leader as the what-if: on the same observed state, up to the first
+    decision (which only the closed loop applies), both decide the same unloads/transfers. For TransferShedder
+    configs this is the extensible load manager (UnloadScheduler), not the modular one."""
+    owner = [0] * 8 + [1, 2, 3, 4] * 2
+    static = _static(5)
+    key = lambda d: (d.tick, d.seq, d.action, d.bundle, d.source_broker, d.target_broker, d.strategy, d.reason)  # noqa: E731
+    decided = {}
+    for mode in ("closed-loop", "observed"):
+        replay = Replay(RunSpec("r", "c", mode, config, 1), static)
+        decided[mode] = [d for obs in _modelled_ticks(static, owner, 8) for d in replay.step(obs).decisions]
+    first = min(d.tick for d in decided["closed-loop"])
+    closed = [key(d) for d in decided["closed-loop"] if d.tick <= first]
+    observed = [key(d) for d in decided["observed"] if d.tick <= first]
+    assert closed and closed == observed
+    expected = {"TRANSFER"} if config else {"UNLOAD"}
+    assert {k[2] for k in closed} == expected
+    assert {k[6] for k in closed} == ({"TransferShedder"} if config else {"ThresholdShedder"})
+    assert any(k[4] == "broker-0:8080" for k in closed)  # the hot broker sheds
+    assert not any(d.action == "ASSIGN" for d in decided["observed"])  # an audit applies nothing

@@ -135,14 +135,15 @@ def test_task_reads_topic_load_files_like_the_written_topic_part(
     import numpy as np
 
     from lbreplay.lake.window import window_from_flags
+    from lbreplay.replay.tick_stream import ticks_from_stream
 
     span = window_from_flags(*window) if window else None
     versions = R.input_versions(spark, lake, scale_in["cluster"])
     _, direct = R.prepare(spark, lake, scale_in["cluster"], versions, window=span)
     _, written = R.prepare(spark, lake, scale_in["cluster"], versions, window=span, topic_files=False)
-    assert direct["topic_files"] and "topic_files" not in written
-    a = list(R._ticks_from_stream(direct["stream"], direct))
-    b = list(R._ticks_from_stream(written["stream"], written))
+    assert direct.topic_files and written.topic_files is None
+    a = list(ticks_from_stream(direct))
+    b = list(ticks_from_stream(written))
     assert len(a) == len(b) == (46 if window else 100)
     for x, y in zip(a, b):
         assert x.ts_ms == y.ts_ms and x.bundle_names == y.bundle_names

@@ -94,6 +94,24 @@ def test_audit_mode_keeps_observed_ownership(spark: Any, lake: str, runs: dict[s
     assert dec.where("action = 'ASSIGN'").count() == 0
 
 
+def test_extensible_audit_runs_end_to_end(spark: Any, lake: str, runs: dict[str, str]) -> None:
+    """Observed mode under ``ExtensibleLoadManagerImpl`` + TransferShedder (an audit of an extensible cluster):
+    the replay runs to the end with the extensible leader (UnloadScheduler: TRANSFER decisions named
+    TransferShedder), keeps the observed ownership and assigns nothing."""
+    pulsar, replay = resolve_run_config(None, sets=[
+        "loadManagerClassName=org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl",
+        "loadBalancerLoadSheddingStrategy=org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder",
+        "replay.mode=observed", "replay.warmupTicks=4"])
+    (rid,) = R.execute(spark, lake, CLUSTER, [(pulsar, replay)], run_ids=["ext-audit"], quiet=True)
+    row = spark.read.format("delta").load(f"{lake}/runs").where(F.col("run_id") == rid).first()
+    assert (row.mode, row.status, row.ticks) == ("observed", "succeeded", 24)
+    dec = _decisions(spark, lake, rid)
+    assert {(r.action, r.strategy) for r in dec.select("action", "strategy").distinct().collect()} == {
+        ("TRANSFER", "TransferShedder")}
+    own = spark.read.format("delta").load(f"{lake}/ownership").where(F.col("run_id") == rid)
+    assert [r.broker for r in own.where("from_tick = 16").select("broker").distinct().collect()] == ["broker-0:8080"]
+
+
 def test_metrics_present_and_consistent(spark: Any, lake: str, runs: dict[str, str]) -> None:
     """run_metrics: unloads equals the UNLOAD decisions; ticks equals the run's ticks; std stats are ordered."""
     m = {r.metric: r.value for r in spark.read.format("delta").load(f"{lake}/run_metrics")

@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from lbreplay.kernel.naming import bundle_bounds
+
 T = TypeVar("T")
 
 THR_IN, THR_OUT, RATE_IN, RATE_OUT = range(4)
@@ -27,12 +29,6 @@ NUM_SHORT_SAMPLES = 10  # ModularLoadManagerImpl.NUM_SHORT_SAMPLES
 NUM_LONG_SAMPLES = 1000  # ModularLoadManagerImpl.NUM_LONG_SAMPLES
 # ModularLoadManagerImpl default bundle stats for unseen bundles: 50 msg/s and 50000 B/s in and out.
 DEFAULT_MESSAGE_DATA = np.array([50000.0, 50000.0, 50.0, 50.0])
-
-
-def split_bundle_name(bundle: str) -> tuple[str, str]:
-    """``tenant/ns/0x..._0x...`` -> (namespace, range), split at the last ``/`` (NamespaceBundle)."""
-    ns, _, rng = bundle.rpartition("/")
-    return ns, rng
 
 
 def is_system_service_namespace(namespace: str) -> bool:
@@ -153,15 +149,12 @@ class Bundles:
     @classmethod
     def empty(cls, names: list[str]) -> "Bundles":
         n = len(names)
-        from lbreplay.kernel.naming import parse_range  # local: naming imports nothing from here
-
         lower = np.zeros(n, dtype=np.int64)
         upper = np.zeros(n, dtype=np.int64)
         namespaces: list[str] = []
         for i, name in enumerate(names):
-            ns, rng = split_bundle_name(name)
+            ns, lower[i], upper[i] = bundle_bounds(name)
             namespaces.append(ns)
-            lower[i], upper[i] = parse_range(rng)
         return cls(
             names=list(names),
             namespaces=namespaces,

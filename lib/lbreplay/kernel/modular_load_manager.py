@@ -18,7 +18,8 @@ import numpy as np
 from lbreplay.errors import UsageError
 from lbreplay.kernel.bundle_split import SplitDecision, check_namespace_bundle_split
 from lbreplay.kernel.config import PulsarConfig, short_class
-from lbreplay.kernel.load_data import LoadData, derived_cache, split_bundle_name
+from lbreplay.kernel.load_data import LoadData, derived_cache
+from lbreplay.kernel.naming import split_bundle_name
 from lbreplay.kernel.placement import LeaderState, selection
 from lbreplay.kernel.policies import NamespacePolicies
 from lbreplay.kernel.split_algorithms import TopicStats

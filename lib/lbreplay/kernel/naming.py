@@ -133,6 +133,21 @@ def bundle_names(namespace: str, boundaries: Sequence[int] | np.ndarray) -> list
     return [f"{namespace}/{format_range(lo, hi)}" for lo, hi in zip(b[:-1], b[1:])]
 
 
+def split_bundle_name(bundle: str) -> tuple[str, str]:
+    """``tenant/ns/0x..._0x...`` -> (namespace, range), split at the last ``/`` (``LoadManagerShared``
+    ``getNamespaceNameFromBundleName`` / ``getBundleRangeFromBundleName``)."""
+    ns, _, rng = bundle.rpartition("/")
+    return ns, rng
+
+
+def bundle_bounds(bundle: str) -> tuple[str, int, int]:
+    """(namespace, lower, upper) of a bundle name known to be well formed (from the lake or a LoadData):
+    :func:`split_bundle_name`, then :func:`parse_range`."""
+    ns, rng = split_bundle_name(bundle)
+    lower, upper = parse_range(rng)
+    return ns, lower, upper
+
+
 def parse_bundle_name(name: str) -> tuple[str, int, int]:
     """``tenant/ns/0x…_0x…`` -> (namespace, lower, upper); split at the last ``/`` (``LoadManagerShared``).
 

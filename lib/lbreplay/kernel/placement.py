@@ -32,8 +32,8 @@ from lbreplay.kernel.load_data import (
     namespace_codes,
     note_preallocation,
     preallocation_sums,
-    split_bundle_name,
 )
+from lbreplay.kernel.naming import split_bundle_name
 from lbreplay.kernel.policies import IsolationPolicy, NamespacePolicies
 from lbreplay.kernel.resource_usage import overload_check_usage
 from lbreplay.kernel.round_robin_broker_selector import RoundRobinBrokerSelector

@@ -33,6 +33,7 @@ from lbreplay.kernel.load_data import (
     LoadData,
 )
 from lbreplay.kernel.resource_usage import RESOURCES, max_resource_usage
+from lbreplay.kernel.naming import split_bundle_name
 
 # ----------------------------------------------------------------------------------------------------------
 # JSON paths and typed readers
@@ -156,9 +157,9 @@ def parse_bundle_name(name: Any, path: str) -> tuple[str, int, int]:
     Returns (namespace, lower, upper).
     """
     text = as_string(name, path)
-    ns, sep, rng = text.rpartition("/")
-    parts = ns.split("/") if sep else []
-    if not sep or len(parts) not in (2, 3) or any(not p or p != p.strip() for p in parts):
+    ns, rng = split_bundle_name(text)
+    parts = ns.split("/")
+    if len(parts) not in (2, 3) or any(not p or p != p.strip() for p in parts):
         raise InvalidInputError(f"{path}: malformed bundle name {text!r}: expected tenant/namespace/0x%08x_0x%08x")
     lower, upper = parse_bundle_range(rng, path, text)
     return ns, lower, upper

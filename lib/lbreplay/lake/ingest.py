@@ -67,7 +67,7 @@ from typing import Any, Iterable
 from urllib.parse import urlsplit
 
 from lbreplay.errors import InvalidInputError, UsageError
-from lbreplay.kernel.naming import parse_range
+from lbreplay.kernel.naming import bundle_bounds, split_bundle_name
 from lbreplay.lake.dump_tables import (
     BROKER_LOAD_DATA_EXT,
     BROKER_TIME_AVERAGE,
@@ -238,12 +238,11 @@ def detect_kind(obj: Any) -> str | None:
 def split_bundle(name: str) -> tuple[str | None, int | None, int | None]:
     """``tenant/ns/0xLLLLLLLL_0xUUUUUUUU`` -> (namespace, lower, upper); range None when malformed
     (``LoadManagerShared.getNamespaceNameFromBundleName`` / ``getBundleRangeFromBundleName``)."""
-    m = _BUNDLE_RE.fullmatch(name)
-    if not m:
-        ns = name.rpartition("/")[0]
+    if not _BUNDLE_RE.fullmatch(name):
+        ns = split_bundle_name(name)[0]
         return (ns or None), None, None
-    lower, upper = parse_range(m.group("range"))
-    return m.group("ns"), lower, upper
+    ns, lower, upper = bundle_bounds(name)
+    return ns, lower, upper
 
 
 def broker_from_url(url: str | None) -> str | None:

@@ -18,13 +18,13 @@ from collections.abc import Iterator
 import numpy as np
 
 from lbreplay.kernel.config import PulsarConfig, is_extensible
-from lbreplay.kernel.naming import format_range
+from lbreplay.kernel.naming import bundle_bounds, format_range
 from lbreplay.kernel.resource_usage import max_resource_usage, percent_usage, weighted_max_usage
 from lbreplay.kernel.version_profile import profile_for
 from lbreplay.replay.extensible_leader import ExtensibleLeader
 from lbreplay.replay.load_model import model_usage
 from lbreplay.replay.modular_leader import ModularLeader
-from lbreplay.replay.ownership import Layout, Ownership, split_bundle_name
+from lbreplay.replay.ownership import Layout, Ownership
 from lbreplay.replay.records import (
     SESSIONS,
     TOPICS,
@@ -95,7 +95,7 @@ class Replay:
         layout = ownership.layout
 
         # loads: bundles under the replay layout, brokers by ownership through the load model
-        vals = self._bundle_values(obs, layout) if self.closed_loop else self._observed_values(obs, layout)
+        vals = self.bundle_values(obs, layout) if self.closed_loop else self._observed_values(obs, layout)
         owned = layout.owner >= 0
         tot = np.zeros((nb, 6))
         np.add.at(tot, layout.owner[owned], vals[owned])
@@ -142,11 +142,12 @@ class Replay:
         self.seen_last_update = np.where(alive, obs.last_update, self.seen_last_update)
         return write
 
-    def _bundle_values(self, obs: ObservedTick, layout: Layout) -> np.ndarray:
+    def bundle_values(self, obs: ObservedTick, layout: Layout) -> np.ndarray:
+        """The (n, 6) loads of ``layout``'s bundles at ``obs`` (topic points or observed bundles by range overlap)."""
         if obs.topic_values is not None and obs.topic_positions is not None:
             src: PointLoad | IntervalLoad = PointLoad(obs.topic_positions, obs.topic_values)
         else:
-            parsed = [split_bundle_name(n) for n in obs.bundle_names]
+            parsed = [bundle_bounds(n) for n in obs.bundle_names]
             ns_index = {ns: i for i, ns in enumerate(self.static.namespaces)}
             ns_idx = np.array([ns_index[p[0]] for p in parsed], dtype=np.int64)
             s, e = bundle_span(ns_idx, np.array([p[1] for p in parsed]), np.array([p[2] for p in parsed]))

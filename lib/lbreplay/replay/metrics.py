@@ -20,7 +20,7 @@ from collections import Counter, deque
 
 import numpy as np
 
-from lbreplay.replay.engine import TickResult
+from lbreplay.replay.records import TickResult
 
 
 class RunMetrics:

@@ -8,15 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from lbreplay.kernel.naming import bundle_bounds
 from lbreplay.replay.records import OwnershipInterval
 from lbreplay.replay.ring_load import bundle_span
-
-
-def split_bundle_name(name: str) -> tuple[str, int, int]:
-    """``tenant/ns/0x…_0x…`` -> (namespace, lower, upper), split at the last ``/`` (names from the lake)."""
-    ns, _, rng = name.rpartition("/")
-    lo, _, hi = rng.partition("_")
-    return ns, int(lo, 16), int(hi, 16)
 
 
 class Layout:
@@ -27,7 +21,7 @@ class Layout:
         self.names = [names[i] for i in order]
         self.owner = owner[order].astype(np.int32)
         ns_index = {ns: i for i, ns in enumerate(namespaces)}
-        parsed = [split_bundle_name(n) for n in self.names]
+        parsed = [bundle_bounds(n) for n in self.names]
         self.namespace = [p[0] for p in parsed]
         self.ns_idx = np.array([ns_index[p[0]] for p in parsed], dtype=np.int64)
         self.lower = np.array([p[1] for p in parsed], dtype=np.int64)
@@ -145,7 +139,7 @@ class Ownership:
         """Still-open ownership intervals (``to_*`` null)."""
         out = []
         for bundle, (broker, f_tick, f_ts) in sorted(self.open_intervals.items()):
-            ns, lo, hi = split_bundle_name(bundle)
+            ns, lo, hi = bundle_bounds(bundle)
             out.append(OwnershipInterval(bundle, ns, lo, hi, self.broker_ids[broker], f_tick, None, f_ts, None))
         return out
 
@@ -154,6 +148,6 @@ class Ownership:
         if entry is None:
             return
         broker, f_tick, f_ts = entry
-        ns, lo, hi = split_bundle_name(bundle)
+        ns, lo, hi = bundle_bounds(bundle)
         self.closed.append(OwnershipInterval(bundle, ns, lo, hi, self.broker_ids[broker], f_tick, self.tick, f_ts,
                                              self.ts_ms))

@@ -2,7 +2,7 @@
 
 Each tick yields its topics' global ring positions ``namespace index * 2**32 + crc32(topic)`` (the hash
 NamespaceBundleFactory.getBundle maps a topic with) and their loads, in time order, exactly as the Spark-written
-topic part would (``spark_replay.topic_stream``), without rewriting the biggest input table:
+topic part would (``preparation.topic_rows``), without rewriting the biggest input table:
 
 * the files of the pinned snapshot are ordered by their first tick and merged by tick; a file is opened when the
   merge reaches its first tick and read a batch at a time (memory: one batch per file open at once). A file whose
@@ -12,7 +12,7 @@ topic part would (``spark_replay.topic_stream``), without rewriting the biggest 
   bundle sums do not depend on the files' row order.
 
 The caller decides when plain Parquet reads see the table's rows (a local lake, no deletion vectors, no column
-mapping): ``spark_replay.direct_topic_files``.
+mapping): ``lake.storage.plain_parquet_files``.
 """
 
 from __future__ import annotations

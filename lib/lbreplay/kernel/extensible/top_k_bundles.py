@@ -24,7 +24,8 @@ from typing import Literal, Protocol
 import numpy as np
 
 from lbreplay.kernel.config import PulsarConfig
-from lbreplay.kernel.load_data import RATE_IN, RATE_OUT, THR_IN, THR_OUT, is_system_service_namespace, split_bundle_name
+from lbreplay.kernel.load_data import RATE_IN, RATE_OUT, THR_IN, THR_OUT, is_system_service_namespace
+from lbreplay.kernel.naming import split_bundle_name
 
 TopKOrder = Literal["ascending", "descending"]
 

@@ -40,7 +40,7 @@ import numpy as np
 from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.extensible.broker_filters import filter_brokers
 from lbreplay.kernel.extensible.context import ExtensibleContext
-from lbreplay.kernel.load_data import split_bundle_name
+from lbreplay.kernel.naming import split_bundle_name
 from lbreplay.kernel.strategy import Unload
 from lbreplay.kernel.version_profile import profile_for
 

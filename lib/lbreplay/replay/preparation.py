@@ -1,0 +1,222 @@
+"""Driver side of a replay: pinned inputs, the load model's calibration and the tick stream's Parquet parts.
+
+* Inputs are read at their current Delta versions, recorded in ``runs.input_versions``.
+* Stateless preparation as DataFrame transformations: the per-broker least-squares sums of the load model and
+  the "tick stream", Parquet parts written in parallel once per (cluster, input versions) under
+  ``<lake>/_replay_cache``: brokers aggregated into one row per tick, bundles as flat (tick, bundle) rows, each
+  input partition sorted by tick with no shuffle; every file sorted by tick, the task merges a part's files by
+  tick. Topics, the biggest input, are read by the task straight from ``topic_load``'s files where plain Parquet
+  reads see the table (:mod:`lbreplay.replay.topic_files`), else written as a flat (tick, topic) part with their
+  ring positions.
+* What the task needs besides the stream travels in a
+  :class:`~lbreplay.replay.stream_manifest.StreamManifest` (also the cache's marker file).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from pyspark.sql import functions as F
+
+from lbreplay.errors import InvalidInputError, UsageError
+from lbreplay.lake import tables
+from lbreplay.lake.storage import path_exists, plain_parquet_files, run_concurrently, write_parquet
+from lbreplay.lake.validation import delta_version
+from lbreplay.lake.window import TimeWindow
+from lbreplay.replay.load_model import Calibration
+from lbreplay.replay.stream_manifest import BROKER_COLUMNS, LOAD_COLUMNS, STREAM_FORMAT, StreamManifest
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+MAX_STREAM_FILES = 8
+
+
+# --------------------------------------------------------------------------------------------- inputs
+def input_versions(spark: SparkSession, lake: str, cluster: str) -> dict[str, int]:
+    """Current Delta version of each input table that exists (from the Delta log, no Spark job)."""
+    return {name: v for name, table in tables.INPUT_TABLES.items()
+            if (v := delta_version(spark, lake, table)) is not None}
+
+
+def read_pinned(spark: SparkSession, lake: str, name: str, versions: dict[str, int], cluster: str,
+                window: TimeWindow | None = None) -> DataFrame:
+    """``cluster``'s rows of input table ``name`` at its pinned version; with ``window``, only rows in it."""
+    df = (
+        spark.read.format("delta").option("versionAsOf", versions[name]).load(tables.table_location(lake, name))
+        .where(F.col("cluster") == cluster)
+    )
+    return df if window is None else df.where(window.predicate())
+
+
+# --------------------------------------------------------------------------------------------- transformations
+def calibration_sums(broker_load: DataFrame) -> DataFrame:
+    """Per broker least-squares sums of cpu usage (y) against msg rate in+out (x)."""
+    x = F.col("msg_rate_in") + F.col("msg_rate_out")
+    y = F.col("cpu_usage")
+    return broker_load.groupBy("broker").agg(
+        F.count(F.lit(1)).alias("n"), F.sum(x).alias("sx"), F.sum(y).alias("sy"),
+        F.sum(x * x).alias("sxx"), F.sum(x * y).alias("sxy"),
+    )
+
+
+def with_broker_index(broker_index: DataFrame) -> Callable[[DataFrame], DataFrame]:
+    """Rows of known brokers, with their ``broker_index`` (a broadcast join on ``broker``)."""
+    return lambda df: df.join(broker_index.hint("broadcast"), on="broker", how="inner")
+
+
+def with_last_update_ms(broker_load: DataFrame) -> DataFrame:
+    """``last_update_ms``: the report's ``lastUpdate`` (the tick's time where missing) in epoch ms."""
+    return broker_load.withColumn("last_update_ms", F.unix_millis(F.coalesce("last_update", "ts")))
+
+
+def broker_rows_per_tick(partitions: int) -> Callable[[DataFrame], DataFrame]:
+    """One row per tick: the tick's broker rows (sorted by broker index) as parallel arrays, one per column."""
+    def step(df: DataFrame) -> DataFrame:
+        rows = F.sort_array(F.collect_list(F.struct(*[F.col(f) for f in BROKER_COLUMNS]))).alias("b")
+        agg = df.repartition(partitions, "ts").groupBy("ts").agg(rows)
+        return agg.select("ts", *[_field("b", f).alias(f) for f in BROKER_COLUMNS])
+    return step
+
+
+def _field(array_col: str, name: str) -> Column:
+    """``transform(array_of_structs, e -> e.name)``: one parallel array per struct field."""
+    return F.transform(array_col, lambda e: e[name])
+
+
+def _sessions() -> Column:
+    """Consumers + producers (null = 0) as double: the sessions ``loadBalancerNamespaceBundleMaxSessions`` limits."""
+    return (F.coalesce(F.col("consumer_count"), F.lit(0)) + F.coalesce(F.col("producer_count"), F.lit(0))).cast("double")
+
+
+def _loads() -> list[Column]:
+    return [F.col(c) for c in LOAD_COLUMNS[:4]] + [_sessions().alias("sessions")]
+
+
+def bundle_rows(bundle_load: DataFrame) -> DataFrame:
+    """One row per (tick, observed bundle): ``ts_ms``, the bundle's name, its owner's broker index and its loads
+    (the task orders a tick's bundles by name: the layout's order)."""
+    return bundle_load.select(F.unix_millis(F.col("ts")).alias("ts_ms"), "bundle",
+                              F.col("broker_index").alias("owner_index"), *_loads(),
+                              F.col("topics").cast("double").alias("topics"))
+
+
+def topic_rows(namespace_index: DataFrame) -> Callable[[DataFrame], DataFrame]:
+    """One row per (tick, topic): ``ts_ms``, the topic's global ``ring_position`` (namespace index * 2**32 +
+    crc32(topic), NamespaceBundleFactory.getBundle's hash) and its load. Topics of namespaces without bundles are
+    dropped (the inner join with the namespace index)."""
+    return lambda topic_load: topic_load.join(namespace_index.hint("broadcast"), on="namespace", how="inner").select(
+        F.unix_millis(F.col("ts")).alias("ts_ms"),
+        (F.col("namespace_index").cast("long") * F.lit(1 << 32) + F.crc32(F.col("topic"))).alias("ring_position"),
+        *_loads(),
+    )
+
+
+def sorted_by_tick(df: DataFrame) -> DataFrame:
+    """A flat part's files: each input partition sorted by ``ts_ms`` becomes one file, with no shuffle (merged
+    down to ``MAX_STREAM_FILES``: the task keeps one batch of each file open and merges them by ``ts_ms``)."""
+    if df.rdd.getNumPartitions() > MAX_STREAM_FILES:
+        df = df.coalesce(MAX_STREAM_FILES)
+    return df.sortWithinPartitions("ts_ms")
+
+
+def broker_part(df: DataFrame) -> DataFrame:
+    """The broker part: one row per tick, each file sorted by ``ts_ms``. The rows were hash-partitioned by ``ts``
+    before their aggregation, so the files are written in parallel with no further shuffle."""
+    return df.withColumn("ts_ms", F.unix_millis(F.col("ts"))).drop("ts").sortWithinPartitions("ts_ms")
+
+
+# --------------------------------------------------------------------------------------------- the stream
+def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, int], use_topics: bool = True,
+            window: TimeWindow | None = None, topic_files: bool = True) -> tuple[str, StreamManifest]:
+    """Write (or reuse) the tick stream of ``cluster`` at ``versions`` (only the ticks in ``window`` when given);
+    return its path and manifest. ``topic_files=False`` writes the topic part even where the task could read
+    ``topic_load``'s files itself."""
+    if "broker_load" not in versions or "bundle_load" not in versions:
+        raise InvalidInputError(f"cluster {cluster!r}: broker_load and bundle_load are required (run generate or ingest)")
+    key_parts: list[Any] = [cluster, versions, use_topics, STREAM_FORMAT] + ([window.to_json()] if window else [])
+    key_parts += [] if topic_files else ["topic-part"]
+    key = hashlib.sha256(json.dumps(key_parts, sort_keys=True).encode()).hexdigest()[:16]
+    base = f"{lake}/_replay_cache/{cluster}/{key}"
+    marker = f"{base}/_meta_json"  # written last: the manifest, and the sign that the stream is complete
+    if path_exists(spark, marker):
+        cached = StreamManifest.from_json("".join(r[0] for r in spark.read.text(marker).collect()))
+        if all(os.path.isfile(f) for f in cached.topic_files or ()):  # else vacuumed since: prepare anew
+            return cached.stream, cached
+    broker_load = read_pinned(spark, lake, "broker_load", versions, cluster, window)
+    bundle_load = read_pinned(spark, lake, "bundle_load", versions, cluster, window)
+    has_topics = use_topics and "topic_load" in versions
+    stream = f"{base}/stream"
+    # few files per part (the task keeps one batch of each open), parallel across the cores
+    parts = max(1, min(int(spark.sparkContext.defaultParallelism), MAX_STREAM_FILES))
+
+    def broker_side() -> tuple[list[str], Calibration]:
+        """The broker universe, the load model's calibration, then the broker and bundle parts."""
+        brokers = sorted(r[0] for r in broker_load.select("broker").distinct().collect())
+        if not brokers and window is not None:
+            raise UsageError(f"{window.flag_text()}: cluster {cluster!r} has no ticks in {window.describe()}")
+        if not brokers:
+            raise InvalidInputError(f"table=broker_load: no rows for cluster {cluster!r}")
+        sums = {r["broker"]: r for r in calibration_sums(broker_load).collect()}
+
+        def per_broker(k: str) -> np.ndarray:
+            return np.array([float(sums[b][k] or 0.0) for b in brokers])
+
+        calib = Calibration.from_sums(per_broker("n"), per_broker("sx"), per_broker("sy"), per_broker("sxx"),
+                                      per_broker("sxy"))
+        index = spark.createDataFrame([(b, i) for i, b in enumerate(brokers)], "broker STRING, broker_index INT")
+        write_parquet(broker_load.transform(with_last_update_ms).transform(with_broker_index(index))
+                      .transform(broker_rows_per_tick(parts)).transform(broker_part), f"{stream}/brokers")
+        write_parquet(bundle_load.transform(with_broker_index(index)).transform(bundle_rows)
+                      .transform(sorted_by_tick), f"{stream}/bundles")
+        return brokers, calib
+
+    def namespace_side() -> tuple[list[str], list[str] | None]:
+        """The namespaces (bundle_load's), then the topics: the files of ``topic_load`` when the task can read
+        them itself, else the topic part (the big one) written on their ring positions."""
+        namespaces = sorted(r[0] for r in bundle_load.select("namespace").distinct().collect())
+        files = None
+        if has_topics:
+            topic_load = read_pinned(spark, lake, "topic_load", versions, cluster, window)
+            files = plain_parquet_files(spark, lake, tables.TOPIC_LOAD, topic_load) if topic_files else None
+            if files is None:
+                index = spark.createDataFrame([(n, i) for i, n in enumerate(namespaces)],
+                                              "namespace STRING, namespace_index INT")
+                write_parquet(topic_load.transform(topic_rows(index)).transform(sorted_by_tick), f"{stream}/topics")
+        return namespaces, files
+
+    (brokers, calib), (namespaces, files) = run_concurrently(broker_side, namespace_side)
+    manifest = StreamManifest(brokers, namespaces, calib.cpu_base.tolist(), calib.cpu_per_msg.tolist(), has_topics,
+                              stream)
+    if files is not None:
+        manifest.topic_files = files
+        manifest.topic_window_us = list(window.epoch_micros()) if window else [None, None]
+    spark.createDataFrame([(manifest.to_json(),)], "k STRING").coalesce(1).write.mode("overwrite").text(marker)
+    return manifest.stream, manifest
+
+
+def namespace_policies_json(spark: SparkSession, lake: str, cluster: str,
+                            versions: dict[str, int]) -> dict[str, Any] | None:
+    """``namespace_policy``'s isolation policies, anti-affinity groups and shedding exclusions, in the JSON form
+    the task turns into ``NamespacePolicies``; None without any."""
+    if "namespace_policy" not in versions:
+        return None
+    rows = read_pinned(spark, lake, "namespace_policy", versions, cluster).collect()
+    groups = {r["namespace"]: r["anti_affinity_group"] for r in rows if r["anti_affinity_group"]}
+    excluded = [r["namespace"] for r in rows if r["shedding_excluded"]]
+    isolation = {}
+    for r in rows:
+        if r["isolation_primary"]:
+            isolation[f"policy-{r['namespace'].replace('/', '-')}"] = {
+                "namespaces": [r["namespace"].replace(".", "\\.")], "primary": list(r["isolation_primary"]),
+                "secondary": list(r["isolation_secondary"] or []),
+                "auto_failover_policy": {"policy_type": "min_available", "parameters": {
+                    "min_limit": str(r["isolation_min_available"] or 1), "usage_threshold": "80"}}}
+    if not (groups or excluded or isolation):
+        return None
+    return {"isolation": isolation, "anti_affinity": groups, "excluded": excluded}

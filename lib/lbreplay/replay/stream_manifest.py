@@ -1,0 +1,42 @@
+"""The tick stream's contract between the driver that writes it and the tasks that read it: the columns of its
+Parquet parts and the :class:`StreamManifest` (where the parts are, and the static inputs of the runs)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from lbreplay.lake.tables import RESOURCES
+from lbreplay.replay.load_model import Calibration
+
+STREAM_FORMAT = 7  # part of the cache key: bump when the stream's layout changes
+BROKER_COLUMNS = ("broker_index", *(f"{r}_{k}" for r in RESOURCES for k in ("usage", "limit")), "last_update_ms")
+LOAD_COLUMNS = ("msg_throughput_in", "msg_throughput_out", "msg_rate_in", "msg_rate_out", "sessions")
+BUNDLE_COLUMNS = (*LOAD_COLUMNS, "topics")  # the bundle part's loads (the engine's load vector order)
+TOPIC_COLUMNS = LOAD_COLUMNS  # the topic part's loads (a topic counts as one topic)
+
+
+@dataclass
+class StreamManifest:
+    """A prepared tick stream: where its parts are and the static inputs of its runs."""
+
+    broker_ids: list[str]  # the broker universe, sorted: row i of every per-broker array
+    namespaces: list[str]  # sorted: namespace index i of the ring positions
+    cpu_base: list[float]  # the load model's calibration per broker
+    cpu_per_msg: list[float]
+    topics: bool  # the stream has topic loads (a topic part or topic_load's own files)
+    stream: str  # the stream's directory (brokers/, bundles/, topics/)
+    topic_files: list[str] | None = None  # topic_load's Parquet files the task reads itself
+    topic_window_us: list[int | None] | None = None  # their [from, to) in epoch microseconds (null = open)
+
+    def calibration(self) -> Calibration:
+        return Calibration(np.array(self.cpu_base), np.array(self.cpu_per_msg))
+
+    def to_json(self) -> str:
+        return json.dumps({k: v for k, v in asdict(self).items() if v is not None or k in ("topics", "stream")})
+
+    @classmethod
+    def from_json(cls, text: str) -> "StreamManifest":
+        return cls(**json.loads(text))

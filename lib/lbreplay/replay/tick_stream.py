@@ -1,0 +1,142 @@
+"""Task side of a replay: the prepared tick stream read back as :class:`ObservedTick` s, in time order.
+
+Each task streams the tick rows with Arrow in bounded batches (one batch per file and one tick), so memory does
+not grow with the history and nothing of the history reaches the driver.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from lbreplay.replay.stream_manifest import BUNDLE_COLUMNS, RESOURCES, TOPIC_COLUMNS, StreamManifest
+from lbreplay.replay.records import ObservedTick
+from lbreplay.replay.topic_files import ring_order, tick_runs, topic_ticks
+
+BATCH_TICKS = 8
+FLAT_BATCH_ROWS = 1 << 16
+
+BrokerRow = tuple[int, dict[str, Any], int]  # (ts_ms, the columns of its batch, its row in the batch)
+
+
+def stream_ticks(path: str) -> int:
+    """Number of ticks in a prepared stream (Parquet footers of its broker part only)."""
+    return int(ds.dataset(f"{path}/brokers", format="parquet").count_rows())
+
+
+def _part_files(path: str) -> list[str]:
+    return sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".parquet")) if os.path.isdir(path) else []
+
+
+def _broker_rows(path: str) -> Iterator[BrokerRow]:
+    """Every row of the broker part, in ``ts_ms`` order: each file is sorted, and the files are merged, reading a
+    few ticks at a time with Arrow (bounded memory)."""
+    def rows(f: str) -> Iterator[BrokerRow]:
+        for batch in pq.ParquetFile(f).iter_batches(batch_size=BATCH_TICKS):
+            cols = {name: batch.column(i) for i, name in enumerate(batch.schema.names)}
+            for r, ts in enumerate(cols["ts_ms"].to_pylist()):
+                yield ts, cols, r
+
+    return heapq.merge(*(rows(f) for f in _part_files(path)), key=lambda x: x[0])
+
+
+def _flat_ticks(path: str, columns: tuple[str, ...]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(ts_ms, the tick's ``columns`` as arrays, string columns as lists) per tick of a flat part, in ``ts_ms``
+    order. Each file is sorted by ``ts_ms`` and read a batch of rows at a time; the files are merged by ``ts_ms``
+    and a tick's rows found in several files are concatenated in file order (bounded memory: one batch per file
+    and one tick)."""
+    def chunks(f: str) -> Iterator[tuple[int, Any]]:
+        for batch in pq.ParquetFile(f).iter_batches(batch_size=FLAT_BATCH_ROWS, columns=["ts_ms", *columns]):
+            yield from tick_runs(batch.column(0).to_numpy(zero_copy_only=False), batch)
+
+    merged = heapq.merge(*(chunks(f) for f in _part_files(path)), key=lambda x: x[0])
+    for ts, group in itertools.groupby(merged, key=lambda x: x[0]):
+        batches = [b for _, b in group]
+        out: dict[str, Any] = {}
+        for k, name in enumerate(columns, start=1):
+            arrays = [b.column(k) for b in batches]
+            if pa.types.is_string(arrays[0].type):
+                out[name] = [v for a in arrays for v in a.to_pylist()]
+            else:
+                out[name] = np.concatenate([a.to_numpy(zero_copy_only=False) for a in arrays])
+        yield ts, out
+
+
+def _topic_part_ticks(path: str) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """(ts_ms, positions, values (T, 6)) per tick of the topic part, in ``ts_ms`` order; a tick's topics ordered by
+    ring position, topics sharing a position (crc32 collision) by their values, so the sums are the same whatever
+    the files' row order (:func:`~lbreplay.replay.topic_files.ring_order`, as when the task reads the files)."""
+    for ts, cols in _flat_ticks(path, ("ring_position", *TOPIC_COLUMNS)):
+        pos = cols["ring_position"].astype(np.int64)
+        vals = np.ones((len(pos), 6))
+        for k, name in enumerate(TOPIC_COLUMNS):
+            vals[:, k] = np.nan_to_num(cols[name].astype(np.float64))
+        order, _ = ring_order(pos, vals)
+        yield ts, pos[order], vals[order]
+
+
+def _bundle_part_ticks(path: str) -> Iterator[tuple[int, list[str], np.ndarray, np.ndarray]]:
+    """(ts_ms, names, owner indices, values (U, 6)) per tick of the bundle part, the tick's bundles ordered by name
+    (the layout's order)."""
+    for ts, cols in _flat_ticks(path, ("bundle", "owner_index", *BUNDLE_COLUMNS)):
+        names = cols["bundle"]
+        order = sorted(range(len(names)), key=names.__getitem__)
+        vals = np.column_stack([np.nan_to_num(cols[c].astype(np.float64)) for c in BUNDLE_COLUMNS])
+        yield ts, [names[i] for i in order], cols["owner_index"].astype(np.int32)[order], vals[order]
+
+
+def _broker_values(row: BrokerRow, name: str, dtype: Any = np.float64) -> np.ndarray:
+    """One array column of a broker row (empty when missing or null)."""
+    v = None
+    if name in row[1] and row[1][name][row[2]].is_valid:
+        v = row[1][name][row[2]].values
+    return np.zeros(0, dtype=dtype) if v is None else v.to_numpy(zero_copy_only=False).astype(dtype)
+
+
+def ticks_from_stream(manifest: StreamManifest) -> Iterator[ObservedTick]:
+    """The observed ticks of a prepared stream, in time order: the broker part defines the ticks; the bundle
+    and topic parts join it on ``ts_ms`` (a tick they lack has no bundles / topics)."""
+    path = manifest.stream
+    nb = len(manifest.broker_ids)
+    bundles = _bundle_part_ticks(f"{path}/bundles")
+    topics: Iterator[Any] = iter(())
+    if manifest.topic_files is not None:
+        window_us = tuple(manifest.topic_window_us or (None, None))
+        topics = topic_ticks(manifest.topic_files, manifest.namespaces, window_us)  # type: ignore[arg-type]
+    elif manifest.topics:
+        topics = _topic_part_ticks(f"{path}/topics")
+    pending: dict[str, Any] = {"bundles": next(bundles, None), "topics": next(topics, None)}
+
+    def at(key: str, it: Iterator[Any], ts: int) -> Any:
+        while pending[key] is not None and pending[key][0] < ts:
+            pending[key] = next(it, None)
+        return pending[key] if pending[key] is not None and pending[key][0] == ts else None
+
+    for tick, row in enumerate(_broker_rows(f"{path}/brokers")):
+        ts = row[0]
+        rows = _broker_values(row, "broker_index", np.int64)
+        alive = np.zeros(nb, dtype=bool)
+        alive[rows] = True
+        usage = np.zeros((nb, 5))
+        limit = np.zeros((nb, 5))
+        for k, res in enumerate(RESOURCES):
+            usage[rows, k] = np.nan_to_num(_broker_values(row, f"{res}_usage"))
+            limit[rows, k] = np.nan_to_num(_broker_values(row, f"{res}_limit"))
+        last_update = np.full(nb, -1, dtype=np.int64)
+        last_update[rows] = _broker_values(row, "last_update_ms", np.int64)
+        u = at("bundles", bundles, ts)
+        t = at("topics", topics, ts)
+        yield ObservedTick(tick, int(ts), alive, usage, limit,
+                           bundle_names=u[1] if u is not None else [],
+                           bundle_owner=u[2] if u is not None else np.zeros(0, dtype=np.int32),
+                           bundle_values=u[3] if u is not None else np.zeros((0, 6)),
+                           topic_values=t[2] if t is not None else None,
+                           topic_positions=t[1] if t is not None else None, last_update=last_update)
