@@ -108,9 +108,12 @@ def replay(
     quiet: bool = QuietOpt,
 ) -> None:
     """One replay run; prints the run id."""
+    from lbreplay.lake.locks import run_id_lock
     from lbreplay.replay.spark_replay import replay_command
+    from lbreplay.spark import lake_path
 
-    replay_command(cluster, config, broker_conf, set_, mode, run_id, seed, lake, master, quiet, window=(from_, to))
+    with run_id_lock(lake_path(lake), [run_id] if run_id else []):
+        replay_command(cluster, config, broker_conf, set_, mode, run_id, seed, lake, master, quiet, window=(from_, to))
 
 
 @app.command()
@@ -128,9 +131,14 @@ def sweep(
     quiet: bool = QuietOpt,
 ) -> None:
     """Many replay runs (a grid of configs) in parallel Spark tasks; prints the run ids."""
+    from lbreplay.lake.locks import run_id_lock
+    from lbreplay.replay.run_config import expand_grid
     from lbreplay.replay.spark_replay import sweep_command
+    from lbreplay.spark import lake_path
 
-    sweep_command(cluster, grid, seed, lake, master, quiet, run_id_prefix=run_id_prefix, window=(from_, to))
+    ids = [f"{run_id_prefix}-{i:02d}" for i in range(1, len(expand_grid(grid)) + 1)] if run_id_prefix else []
+    with run_id_lock(lake_path(lake), ids):
+        sweep_command(cluster, grid, seed, lake, master, quiet, run_id_prefix=run_id_prefix, window=(from_, to))
 
 
 @app.command()
