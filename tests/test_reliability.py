@@ -90,7 +90,10 @@ def test_parallel_commands_on_one_lake(spark: Any, tiny: dict[str, Any]) -> None
     sweep = spawn("sweep", "--cluster", "a", "--grid", tiny["grid"], "--run-id-prefix", "conc-sweep", "--lake", lake,
                   *LOCAL1)
     ingest = spawn("ingest", "--source", str(SAMPLES), "--cluster", "b", "--lake", lake, "--master", "local[1]")
-    query = spawn("sql", "SELECT run_id, status FROM lbreplay.runs WHERE run_id = 'solo'", "--format", "csv",
+    query = spawn("sql", "SELECT r.run_id, r.status, "
+                  "(SELECT count(*) FROM lbreplay.strategy_comparison c WHERE c.run_id = r.run_id) AS compared, "
+                  "(SELECT count(*) > 0 FROM lbreplay.validation_runs v WHERE v.cluster = 'a') AS validated "
+                  "FROM lbreplay.runs r WHERE r.run_id = 'solo'", "--format", "csv",
                   "--lake", lake, "--master", "local[1]")
     # a second writer of the baseline's run id while the first holds it: fails at once, writes nothing
     lock_dir = Path(lake) / "_locks"
@@ -106,7 +109,7 @@ def test_parallel_commands_on_one_lake(spark: Any, tiny: dict[str, Any]) -> None
     for name, res in results.items():
         assert res.code == 0, (name, res.err[-3000:])
     wall = time.time() - t0
-    assert results["sql"].out.splitlines() == ["run_id,status", "solo,succeeded"]
+    assert results["sql"].out.splitlines() == ["run_id,status,compared,validated", "solo,succeeded,1,true"]
     assert results["sweep"].out.split() == ["conc-sweep-01", "conc-sweep-02"]
     assert run_id_content(spark, lake, "conc-base") == tiny["solo"]
     # grid point 01 is the baseline's config (threshold 5): same tables; point 02 (threshold 10) is its own run

@@ -129,10 +129,12 @@ def submitted_conf(key: str) -> str | None:
         return None if value is None else str(value)
     if "PYSPARK_GATEWAY_PORT" not in os.environ:
         return None
-    from pyspark import SparkConf
-
-    value = SparkConf(loadDefaults=True).get(key)
-    return None if value is None else str(value)
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM, whose system properties hold its confs
+    jvm = SparkContext._jvm
+    if jvm is None:
+        return None
+    jconf = jvm.org.apache.spark.SparkConf(True)
+    return str(jconf.get(key)) if jconf.contains(key) else None
 
 
 def configure_lbreplay(builder: Any, lake: str, *, master: str | None = None, conf: dict[str, str] | None = None) -> Any:
@@ -168,8 +170,11 @@ def configure_lbreplay(builder: Any, lake: str, *, master: str | None = None, co
         settings["spark.master"] = master or "local[*]"
         settings["spark.driver.memory"] = default_driver_memory()
         settings.update(delta_jar_conf())
-    elif master:
-        settings["spark.master"] = master
+    else:
+        # the submitter's confs win over lbreplay's defaults (e.g. --conf spark.sql.shuffle.partitions=64)
+        settings = {k: v for k, v in settings.items() if submitted_conf(k) is None}
+        if master:
+            settings["spark.master"] = master
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)

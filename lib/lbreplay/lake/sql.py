@@ -166,6 +166,23 @@ def print_result(df: Any, fmt: str = "table", out: TextIO | None = None) -> int:
     return count
 
 
+def register_existing(spark: Any, lake: str) -> list[str]:
+    """Register the lake's other Delta tables that exist (the dump tables, ``validation_runs``) without creating
+    missing ones; returns their names."""
+    from lbreplay.lake.dump_tables import DUMP_TABLES, VALIDATION_RUNS
+    from lbreplay.lake.tables import ensure_table, table_location
+
+    jvm = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    found = []
+    for table in {**DUMP_TABLES, VALIDATION_RUNS.name: VALIDATION_RUNS}.values():
+        log = jvm.org.apache.hadoop.fs.Path(table_location(lake, table.name) + "/_delta_log")
+        if log.getFileSystem(conf).exists(log):
+            ensure_table(spark, lake, table)
+            found.append(table.name)
+    return found
+
+
 def sql_command(query: str, fmt: str = "table", lake: str | None = None, master: str | None = None) -> int:
     """CLI entry point of ``lbreplay sql``: register the lake's tables, run ``query``, print the result."""
     from lbreplay.lake.tables import ensure_tables
@@ -180,6 +197,7 @@ def sql_command(query: str, fmt: str = "table", lake: str | None = None, master:
     lake = lake_path(lake or DEFAULT_LAKE)
     spark = get_spark(lake, master=master)
     ensure_tables(spark, lake)
+    register_existing(spark, lake)
     ensure_views(spark, lake="")
     df = run_query(spark, query)
     try:
