@@ -96,8 +96,10 @@ def test_parallel_commands_on_one_lake(spark: Any, tiny: dict[str, Any]) -> None
                   "FROM lbreplay.runs r WHERE r.run_id = 'solo'", "--format", "csv",
                   "--lake", lake, "--master", "local[1]")
     # a second writer of the baseline's run id while the first holds it: fails at once, writes nothing
-    lock_dir = Path(lake) / "_locks"
-    while not (lock_dir.is_dir() and any(p.read_text().startswith("pid") for p in lock_dir.glob("*.lock"))):
+    from lbreplay.lake.locks import _lock_file
+
+    lock = _lock_file(lake, "conc-base")
+    while not (lock.is_file() and lock.read_text().startswith(f"pid {baseline.pid}")):
         assert baseline.poll() is None, finish(baseline).err[-2000:]
         time.sleep(0.2)
     twin = finish(spawn("replay", "--cluster", "a", *BASE, "--run-id", "conc-base", "--lake", lake, *LOCAL1))
