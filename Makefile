@@ -58,3 +58,8 @@ airflow-venv: $(AIRFLOW_STAMP)
 
 test-airflow: warm airflow-venv
 	$(AIRFLOW_VENV)/bin/python -m pytest -q tests_airflow
+
+# Crash safety at 10 seeded kill -9 points per command (make test runs 1 per command).
+.PHONY: test-crash
+test-crash: warm
+	LBREPLAY_CRASH_POINTS=10 $(BIN)/python -m pytest -q tests/test_reliability.py

@@ -153,8 +153,8 @@ def test_corrupted_copy_exits_3_naming_each_rule(spark, lake, tmp_path: Path, mo
     Expected counts, derived by hand from the corruption:
     - bundle_load non_negative on msg_rate_in: the one negative row;
     - broker_load unique_key: broker-1 twice at 12:02 -> 2 rows (GE counts every row of a duplicated key);
-    - bundle_load unique_key: broker-1's 4 bundles twice at 12:02 -> 8 rows;
-    - bundle_load ranges_tile_namespace: 12:01 my-tenant/my-namespace 0xb0000000 < 0xc0000000 (1 row) + at 12:02 the
+    - bundle_load unique_key (cluster, ts, broker, bundle): broker-1's 4 bundles twice at 12:02 -> 8 rows;
+    - bundle_load ranges_tile_namespace, a warning (DESIGN.md §4: real dumps overlap and gap): 12:01 my-tenant/my-namespace 0xb0000000 < 0xc0000000 (1 row) + at 12:02 the
       second copy of 0x00000000_0x40000000 and 0x80000000_0xc0000000 (my-namespace) and of 0x00000000_0x20000000
       and 0x20000000_0x40000000 (public/default) start inside the first copy (4 rows) = 5.
     """
@@ -169,14 +169,15 @@ def test_corrupted_copy_exits_3_naming_each_rule(spark, lake, tmp_path: Path, mo
     assert lines == {
         ("bundle_load", "msg_rate_in", "non_negative", "1"),
         ("broker_load", "cluster,ts,broker", "unique_key", "2"),
-        ("bundle_load", "cluster,ts,bundle", "unique_key", "8"),
-        ("bundle_load", "range_lower,range_upper", "ranges_tile_namespace", "5"),
+        ("bundle_load", "cluster,ts,broker,bundle", "unique_key", "8"),
     }
+    assert "warning: table=bundle_load column=range_lower,range_upper rule=ranges_tile_namespace failing=5" in err
     assert '"msg_rate_in":-5.0' in err and "overlap: starts at 0xb0000000 inside a range ending at 0xc0000000" in err
     last = err.strip().splitlines()[-1]
-    assert last.startswith("lbreplay: validation failed: cluster val_bad: 4 rule(s) failed")
-    for rule in ("broker_load.unique_key", "bundle_load.non_negative", "bundle_load.ranges_tile_namespace"):
+    assert last.startswith("lbreplay: validation failed: cluster val_bad: 3 rule(s) failed")
+    for rule in ("broker_load.unique_key", "bundle_load.non_negative", "bundle_load.unique_key"):
         assert rule in last
+    assert "ranges_tile_namespace" not in last
 
     q = _rows(spark, lake, "quarantine", "val_bad")
     grouped = q.groupBy("table_name", "rule", "column_name").count().collect()
@@ -239,20 +240,20 @@ def test_generator_style_tables(spark, lake) -> None:
     assert got == {
         ("bundle_load", "finite", "msg_throughput_in", 1),
         ("bundle_load", "reporting_broker_alive", "broker", 1),
-        ("bundle_load", "ranges_tile_namespace", "range_lower,range_upper", 1),
         ("topic_load", "topic_name_format", "topic", 1),
         ("namespace_policy", "boundaries_well_formed", "initial_boundaries", 1),
     }
     warnings = {(r.table, r.rule, r.column, r.failing) for r in report.warnings}
-    assert warnings == {("broker_load", "limit_positive", "bandwidth_in_limit", 1)}
-    tiling = next(r for r in report.failures if r.rule == "ranges_tile_namespace")
+    assert warnings == {("broker_load", "limit_positive", "bandwidth_in_limit", 1),
+                        ("bundle_load", "ranges_tile_namespace", "range_lower,range_upper", 1)}
+    tiling = next(r for r in report.warnings if r.rule == "ranges_tile_namespace")
     assert tiling.samples[0].endswith("<- gap: the last range ends at 0xc0000000, not 0xffffffff")
     boundaries = next(r for r in report.failures if r.rule == "boundaries_well_formed")
     assert boundaries.samples[0].endswith("<- boundaries are not strictly increasing")
     status = {s.table: (s.status, s.warned_rules, s.failing_rows) for s in report.statuses}
     assert status == {
         "broker_load": ("passed", ["limit_positive"], 0),
-        "bundle_load": ("failed", [], 2),  # 3 failing checks on 2 distinct rows
+        "bundle_load": ("failed", ["ranges_tile_namespace"], 2),  # 2 failing checks on 2 distinct rows
         "topic_load": ("failed", [], 1),
         "namespace_policy": ("failed", [], 1),
     }

@@ -101,8 +101,8 @@ def test_airflow3_schedule_and_run_policy(dag: Any) -> None:
     # a manual run for the samples' day (2023-08-02) gets tasks: none exist before the start date
     assert dag.start_date <= dt.datetime(2023, 8, 2, tzinfo=dt.timezone.utc)
     assert dag.max_active_runs == 1
-    # the embedded lake's Derby catalog admits one Spark driver at a time
-    assert dag.max_active_tasks == 1
+    # the replay_baseline and sweep_candidates branches run at the same time (per-session in-memory catalogs)
+    assert dag.max_active_tasks >= 2
 
 
 def test_task_ids_and_dependencies(dag: Any) -> None:

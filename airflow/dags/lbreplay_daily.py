@@ -27,8 +27,9 @@ are replaced as a whole when it is re-run, ingest replaces only the interval's i
 day D-1's inputs), the replays read only the interval's ticks, and the report file is overwritten. The data
 interval is one UTC day ending at the run's trigger time.
 
-The embedded lake keeps its catalog in an embedded Derby database that admits one Spark driver at a
-time, so the DAG runs one task at a time (``max_active_tasks=1``); with a shared metastore raise it.
+The embedded lake needs no shared catalog: each Spark driver registers the lake's path-based Delta tables in its
+own in-memory catalog (``lbreplay.spark``), so ``replay_baseline`` and ``sweep_candidates`` run at the same time
+(``max_active_tasks=4``) under any executor that runs tasks in parallel; their writes touch disjoint run ids.
 
 Parsing is cheap and needs neither pyspark nor lbreplay: it reads ``clusters.yaml``, the grid files (to
 count the sweep's runs) and the jar-cache manifest.
@@ -138,8 +139,8 @@ def spark_submit_kwargs(extra_conf: dict[str, str] | None = None) -> dict[str, A
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.pyspark.python": python,
         "spark.pyspark.driver.python": python,
-        # The driver JVM starts before lbreplay.spark configures the session: point Derby (the embedded lake's
-        # catalog) at the lake's _catalog directory here, as that module does, so no derby.log lands in the cwd.
+        # Should a submitter switch the session to a Hive catalog, Derby's files go under the lake's _catalog
+        # directory, not the cwd (the driver JVM starts before lbreplay.spark configures the session).
         "spark.driver.extraJavaOptions": (
             "{% if '://' not in params.lake %}-Dderby.system.home={{ params.lake }}/_catalog{% endif %}"
         ),
@@ -192,7 +193,7 @@ DEFAULT_LAKE = CONFIG["lake"] or _path(os.environ.get("LBREPLAY_LAKE", "data/lak
     start_date=dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc),
     catchup=False,
     max_active_runs=1,
-    max_active_tasks=1,
+    max_active_tasks=4,
     default_args={"retries": 1, "retry_delay": dt.timedelta(minutes=5), "execution_timeout": dt.timedelta(hours=2)},
     params={
         "lake": Param(DEFAULT_LAKE, type="string", description="Lake path or URI (absolute)."),

@@ -108,9 +108,12 @@ def replay(
     quiet: bool = QuietOpt,
 ) -> None:
     """One replay run; prints the run id."""
+    from lbreplay.lake.locks import run_id_lock
     from lbreplay.replay.spark_replay import replay_command
+    from lbreplay.spark import lake_path
 
-    replay_command(cluster, config, broker_conf, set_, mode, run_id, seed, lake, master, quiet, window=(from_, to))
+    with run_id_lock(lake_path(lake), [run_id] if run_id else []):
+        replay_command(cluster, config, broker_conf, set_, mode, run_id, seed, lake, master, quiet, window=(from_, to))
 
 
 @app.command()
@@ -128,9 +131,14 @@ def sweep(
     quiet: bool = QuietOpt,
 ) -> None:
     """Many replay runs (a grid of configs) in parallel Spark tasks; prints the run ids."""
+    from lbreplay.lake.locks import run_id_lock
+    from lbreplay.replay.run_config import expand_grid
     from lbreplay.replay.spark_replay import sweep_command
+    from lbreplay.spark import lake_path
 
-    sweep_command(cluster, grid, seed, lake, master, quiet, run_id_prefix=run_id_prefix, window=(from_, to))
+    ids = [f"{run_id_prefix}-{i:02d}" for i in range(1, len(expand_grid(grid)) + 1)] if run_id_prefix else []
+    with run_id_lock(lake_path(lake), ids):
+        sweep_command(cluster, grid, seed, lake, master, quiet, run_id_prefix=run_id_prefix, window=(from_, to))
 
 
 @app.command()
@@ -158,28 +166,84 @@ def demo(
     demo_command(lake=lake, master=master, quiet=quiet)
 
 
-def main() -> None:
-    """Console entry point: maps lbreplay errors to the contract's exit codes with a one-line reason."""
+VERBOSE_FLAGS = ("--verbose",)
+
+
+@app.callback()
+def _root(
+    verbose: bool = typer.Option(
+        False, "--verbose", help="On an unexpected error print the full traceback (also accepted after the command)."),
+) -> None:
+    """Replay and what-if analysis of Pulsar load balancing."""
+
+
+def crash_log_dir() -> Path:
+    """Where unexpected errors' tracebacks go (``$LBREPLAY_CACHE_DIR/logs``, default ``~/.cache/lbreplay/logs``)."""
+    from lbreplay.paths import CACHE_DIR
+
+    return CACHE_DIR / "logs"
+
+
+def _write_crash_log(argv: list[str], text: str) -> Path | None:
+    """Write ``text`` (the traceback) to a fresh file under :func:`crash_log_dir`; None if that fails too."""
+    import datetime as dt
+    import os
+
     try:
-        app(standalone_mode=False)
+        folder = crash_log_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        path = folder / f"lbreplay-{stamp}-{os.getpid()}.log"
+        path.write_text("lbreplay " + " ".join(argv) + "\n\n" + text, encoding="utf-8")
+        return path
+    except OSError:
+        return None
+
+
+def _one_line(exc: BaseException) -> str:
+    """``Type: first line of the message`` (Spark/Java errors carry pages of JVM stack; keep the first line)."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    first = lines[0] if lines else ""
+    if len(first) > 300:
+        first = first[:297] + "..."
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def main() -> None:
+    """Console entry point: maps lbreplay errors to the contract's exit codes with a one-line reason.
+
+    An unexpected exception exits 1 with one line naming it and the file holding its traceback; ``--verbose``
+    (anywhere on the command line) prints the traceback as well."""
+    import traceback
+
+    argv = sys.argv[1:]
+    verbose = any(a in VERBOSE_FLAGS for a in argv)
+    args = [a for a in argv if a not in VERBOSE_FLAGS]
+    try:
+        app(args=args, prog_name="lbreplay", standalone_mode=False)
     except LbReplayError as exc:
         print(f"lbreplay: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except typer.Abort:
+    except (typer.Abort, KeyboardInterrupt):
         print("lbreplay: aborted", file=sys.stderr)
         sys.exit(EXIT_FAILURE)
-    except Exception as exc:  # click usage errors and anything else
-        import click
-
-        if isinstance(exc, click.exceptions.UsageError):
-            exc.show()
-            sys.exit(EXIT_USAGE)
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        print(f"lbreplay: {type(exc).__name__}: {exc}", file=sys.stderr)
+    except typer.TyperException as exc:  # click's usage errors (exit 2) and other click exceptions
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show()
+        else:
+            print(f"lbreplay: {exc.format_message()}", file=sys.stderr)
+        sys.exit(exc.exit_code if exc.exit_code is not None else EXIT_USAGE)
+    except Exception as exc:  # noqa: BLE001 - the catch-all: one line, the traceback in a log file
+        text = traceback.format_exc()
+        log = _write_crash_log(argv, text)
+        if verbose:
+            print(text, file=sys.stderr, end="")
+        where = f"traceback in {log}" if log else "traceback not saved"
+        hint = "" if verbose else "; rerun with --verbose to print it"
+        print(f"lbreplay: unexpected error: {_one_line(exc)} ({where}{hint})", file=sys.stderr)
         sys.exit(EXIT_FAILURE)
 
 

@@ -1,8 +1,12 @@
 """SparkSession factory: decorates a builder with Delta Lake (like ``delta.configure_spark_with_delta_pip``).
 
-Embedded default: ``local[*]``, the lake under ``data/lake`` with its catalog (Derby metastore + warehouse)
-inside the lake, so two lakes never interfere. Under ``spark-submit`` (or with ``--master``) the caller's
-master, packages and confs win.
+Embedded default: ``local[*]``, the lake under ``data/lake``, and an in-memory catalog: every session registers
+the lake's path-based Delta tables and views itself (``tables.ensure_tables``, ``views.ensure_views``), so any
+number of lbreplay processes use one lake at the same time (no single-process metastore file); the warehouse
+directory stays inside the lake (``<lake>/_catalog/warehouse``), so two lakes never interfere. A submitter that
+sets ``spark.sql.catalogImplementation`` itself (``spark-submit --conf``, ``spark-defaults.conf``, a cluster's
+Hive metastore) keeps its catalog. Under ``spark-submit`` (or with ``--master``) the caller's master, packages
+and confs win.
 
 Delta's jars are resolved from Maven Central by Spark's Ivy resolver on first start and cached under
 ``~/.cache/lbreplay``; later starts pass the cached jars directly (no resolver, no network). Where Maven
@@ -114,6 +118,25 @@ def default_driver_memory() -> str:
     return f"{max(1, min(8, total // (4 * 1024 ** 3)))}g"
 
 
+def submitted_conf(key: str) -> str | None:
+    """``key`` as the submitter set it (``spark-submit --conf``, ``spark-defaults.conf``): the JVM's SparkConf
+    defaults of an already launched gateway; None when unset or when no gateway runs yet."""
+    from pyspark import SparkContext
+
+    active = SparkContext._active_spark_context
+    if active is not None:
+        value = active.getConf().get(key)
+        return None if value is None else str(value)
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return None
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM, whose system properties hold its confs
+    jvm = SparkContext._jvm
+    if jvm is None:
+        return None
+    jconf = jvm.org.apache.spark.SparkConf(True)
+    return str(jconf.get(key)) if jconf.contains(key) else None
+
+
 def configure_lbreplay(builder: Any, lake: str, *, master: str | None = None, conf: dict[str, str] | None = None) -> Any:
     """Decorate a ``SparkSession.Builder`` with Delta, the lake's catalog and lbreplay's defaults."""
     from pyspark import SparkContext
@@ -130,23 +153,28 @@ def configure_lbreplay(builder: Any, lake: str, *, master: str | None = None, co
         "spark.databricks.delta.snapshotPartitions": "2",
         "spark.sql.sources.partitionOverwriteMode": "dynamic",
     }
-    if "://" not in lake:
+    own_catalog = "spark.sql.catalogImplementation" in (conf or {}) or (
+        under_submit and submitted_conf("spark.sql.catalogImplementation") is not None)
+    if "://" not in lake and not own_catalog:
+        # The session's catalog is in memory: no metastore file that admits one process, so any number of lbreplay
+        # processes share a lake. Tables are path-based Delta tables registered per session (tables.ensure_tables).
         catalog = Path(lake) / "_catalog"
         catalog.mkdir(parents=True, exist_ok=True)
         settings.update(
             {
-                "spark.sql.catalogImplementation": "hive",
+                "spark.sql.catalogImplementation": "in-memory",
                 "spark.sql.warehouse.dir": str(catalog / "warehouse"),
-                "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={catalog / 'metastore_db'};create=true",
-                "spark.driver.extraJavaOptions": f"-Dderby.system.home={catalog}",
             }
         )
     if not under_submit:
         settings["spark.master"] = master or "local[*]"
         settings["spark.driver.memory"] = default_driver_memory()
         settings.update(delta_jar_conf())
-    elif master:
-        settings["spark.master"] = master
+    else:
+        # the submitter's confs win over lbreplay's defaults (e.g. --conf spark.sql.shuffle.partitions=64)
+        settings = {k: v for k, v in settings.items() if submitted_conf(k) is None}
+        if master:
+            settings["spark.master"] = master
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)

@@ -186,8 +186,25 @@ def is_extensible(conf: Mapping[str, Any]) -> bool:
             or short_class(conf["loadBalancerLoadSheddingStrategy"]) == "TransferShedder")
 
 
+def typed_overrides(overrides: Mapping[str, Any], *, path: str = "config") -> dict[str, Any]:
+    """``overrides`` with each value coerced to the type of its key's default (``"5"`` -> ``5``, ``"true"`` ->
+    ``True``), keys kept as given; what a run records (``runs.config``) after broker.conf / ``--set`` strings."""
+    doc = _defaults_doc()
+    keys: dict[str, Any] = doc["keys"]
+    aliases: dict[str, str] = doc.get("aliases", {})
+    out: dict[str, Any] = {}
+    for raw_key, value in overrides.items():
+        key = aliases.get(raw_key, raw_key)
+        if key not in keys:
+            raise UsageError(f"{path}.{raw_key}: unknown config key")
+        out[raw_key] = value if key == "pulsarVersion" else _coerce(raw_key, value, keys[key], path)
+    return out
+
+
 def parse_broker_conf(text: str) -> dict[str, str]:
-    """Read a ``broker.conf`` (Java properties) and keep the load-balancer keys lbreplay knows."""
+    """Read a ``broker.conf`` (Java properties: ``#``/``!`` comments, ``=``/``:`` separators, the last of duplicate
+    keys wins as in ``java.util.Properties.load``) and keep the load-balancer keys lbreplay knows, as strings
+    (:func:`typed_overrides` types them)."""
     known = known_keys()
     aliases = _defaults_doc().get("aliases", {})
     out: dict[str, str] = {}

@@ -590,10 +590,23 @@ def read_dumps(source: str | Path, cluster: str) -> DumpRows:
     if not files:
         raise InvalidInputError(f"{source}: no *.json dump files found")
     out = DumpRows()
+    first: dict[str, Path] = {}  # load manager family -> first file of it
     for f in files:
+        before = dict(out.reports)
         parse_file(f, root, cluster, out)
         out.files += 1
+        for kind, n in out.reports.items():
+            if n > before.get(kind, 0):
+                first.setdefault(EXTENSIBLE_FAMILY if kind in EXTENSIBLE_KINDS else MODULAR_FAMILY, f)
+    if len(first) > 1:
+        raise InvalidInputError(
+            f"{source}: mixes the modular load manager's reports ({first[MODULAR_FAMILY]}) and the extensible one's "
+            f"({first[EXTENSIBLE_FAMILY]}); a cluster runs one load manager: ingest each tree as its own --cluster")
     return out
+
+
+MODULAR_FAMILY, EXTENSIBLE_FAMILY = "modular", "extensible"
+EXTENSIBLE_KINDS = frozenset({"BrokerLoadData", "TopBundlesLoadData"})
 
 
 def in_window(dump: DumpRows, window: TimeWindow, source: str | Path) -> DumpRows:

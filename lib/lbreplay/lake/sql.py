@@ -1,7 +1,7 @@
 """``lbreplay sql``: Spark SQL against the lake's registered tables, printed as a table, CSV or JSON lines.
 
-The input tables are registered first (``tables.ensure_tables``), so a fresh process sees everything the lake
-holds. Timestamps print in UTC (the session time zone) as ``yyyy-MM-dd HH:mm:ss[.SSS]``; dates as
+The lake's tables and views are registered first (``tables.ensure_tables``, ``views.ensure_views``: the session's
+catalog is in memory, see ``lbreplay.spark``), so a fresh process sees everything the lake holds. Timestamps print in UTC (the session time zone) as ``yyyy-MM-dd HH:mm:ss[.SSS]``; dates as
 ``yyyy-MM-dd``. The table format shows at most :data:`TABLE_ROW_LIMIT` rows (say so when it cuts); csv and
 json stream every row.
 """
@@ -166,9 +166,27 @@ def print_result(df: Any, fmt: str = "table", out: TextIO | None = None) -> int:
     return count
 
 
+def register_existing(spark: Any, lake: str) -> list[str]:
+    """Register the lake's other Delta tables that exist (the dump tables, ``validation_runs``) without creating
+    missing ones; returns their names."""
+    from lbreplay.lake.dump_tables import DUMP_TABLES, VALIDATION_RUNS
+    from lbreplay.lake.tables import ensure_table, table_location
+
+    jvm = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    found = []
+    for table in {**DUMP_TABLES, VALIDATION_RUNS.name: VALIDATION_RUNS}.values():
+        log = jvm.org.apache.hadoop.fs.Path(table_location(lake, table.name) + "/_delta_log")
+        if log.getFileSystem(conf).exists(log):
+            ensure_table(spark, lake, table)
+            found.append(table.name)
+    return found
+
+
 def sql_command(query: str, fmt: str = "table", lake: str | None = None, master: str | None = None) -> int:
     """CLI entry point of ``lbreplay sql``: register the lake's tables, run ``query``, print the result."""
     from lbreplay.lake.tables import ensure_tables
+    from lbreplay.lake.views import ensure_views
     from lbreplay.paths import DEFAULT_LAKE
     from lbreplay.spark import get_spark, lake_path
 
@@ -179,6 +197,8 @@ def sql_command(query: str, fmt: str = "table", lake: str | None = None, master:
     lake = lake_path(lake or DEFAULT_LAKE)
     spark = get_spark(lake, master=master)
     ensure_tables(spark, lake)
+    register_existing(spark, lake)
+    ensure_views(spark, lake="")
     df = run_query(spark, query)
     try:
         return print_result(df, fmt)

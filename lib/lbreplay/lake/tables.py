@@ -125,8 +125,9 @@ BUNDLE_LOAD = Table(
         DATE_COLUMN,
     ),
     ("cluster", "date"),
-    ("cluster", "ts", "bundle"),
-    "One row per bundle per snapshot from its owner's lastStats (NamespaceBundleStats).",
+    ("cluster", "ts", "broker", "bundle"),
+    "One row per bundle per reporting broker per snapshot from its lastStats (NamespaceBundleStats); a bundle "
+    "moving between brokers may be listed by both in one tick.",
 )
 
 TOPIC_LOAD = Table(
@@ -195,10 +196,26 @@ def ensure_table(spark: Any, lake: str, table: Table) -> None:
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
     part = f"PARTITIONED BY ({', '.join(table.partition_by)})" if table.partition_by else ""
     comment = table.comment.replace("'", "\\'")
-    spark.sql(
+    ddl = (
         f"CREATE TABLE IF NOT EXISTS {DATABASE}.{table.name} (\n  {table.ddl_columns()}\n) USING delta {part} "
         f"COMMENT '{comment}' LOCATION '{table_location(lake, table.name)}'"
     )
+    for attempt in range(3):
+        try:
+            spark.sql(ddl)
+            return
+        except Exception as exc:  # noqa: BLE001 - another process created the table's first commit at the same time
+            if attempt == 2 or not _lost_create_race(exc):
+                raise
+
+
+def _lost_create_race(exc: Exception) -> bool:
+    """Delta's optimistic concurrency: two processes committing version 0 of one table; the loser retries and then
+    registers the winner's table (``DELTA_PROTOCOL_CHANGED``, ``DELTA_METADATA_CHANGED``, a file already there)."""
+    text = str(exc)
+    return any(marker in text for marker in (
+        "ProtocolChanged", "PROTOCOL_CHANGED", "MetadataChanged", "METADATA_CHANGED", "FileAlreadyExists",
+        "ConcurrentWrite", "CONCURRENT_WRITE", "already exists"))
 
 
 def ensure_tables(spark: Any, lake: str, tables: dict[str, Table] | None = None) -> None:

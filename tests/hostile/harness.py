@@ -1,0 +1,125 @@
+"""Running lbreplay's real entry point (``lbreplay.cli:main``) in-process or as a process, on any lake.
+
+In-process runs reuse the test session's SparkSession. Its catalog is in memory (``lbreplay.spark``): a lake's
+tables are registered per session, so :func:`on_lake` swaps the registrations to another lake for the duration
+of a block and back (dropping an external table's registration never touches its files).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+REPO = Path(__file__).resolve().parents[2]
+LBREPLAY = [sys.executable, "-m", "lbreplay.cli"]
+
+
+@dataclass
+class Outcome:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def last(self) -> str:
+        lines = [ln for ln in self.err.splitlines() if ln.strip()]
+        return lines[-1] if lines else ""
+
+
+def _drop_registrations(spark: Any) -> None:
+    from lbreplay.lake.tables import DATABASE
+
+    if not spark.catalog.databaseExists(DATABASE):
+        return
+    for t in spark.catalog.listTables(DATABASE):
+        kind = "VIEW" if (t.tableType or "").upper() == "VIEW" else "TABLE"
+        spark.sql(f"DROP {kind} IF EXISTS {DATABASE}.`{t.name}`")
+
+
+@contextlib.contextmanager
+def on_lake(spark: Any, lake: str) -> Iterator[str]:
+    """Within the block the session's ``lbreplay`` database registers ``lake``'s tables (by each command)."""
+    from lbreplay.lake.tables import ensure_tables
+    from lbreplay.lake.views import ensure_views
+
+    home = spark.conf.get("lbreplay.lake")
+    _drop_registrations(spark)
+    spark.conf.set("lbreplay.lake", lake)
+    try:
+        yield lake
+    finally:
+        _drop_registrations(spark)
+        spark.conf.set("lbreplay.lake", home)
+        ensure_tables(spark, home)
+        ensure_views(spark, home)
+
+
+def cli(spark: Any | None, *argv: str, stdin: str | None = None) -> Outcome:
+    """``lbreplay *argv`` through ``lbreplay.cli:main`` in this interpreter (stdout/stderr captured)."""
+    from lbreplay import cli as cli_mod
+
+    out, err = io.StringIO(), io.StringIO()
+    saved = sys.argv, sys.stdin
+    partitions = spark.conf.get("spark.sql.shuffle.partitions") if spark is not None else None
+    sys.argv = ["lbreplay", *argv]
+    if stdin is not None:
+        sys.stdin = io.StringIO(stdin)
+    code = 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            cli_mod.main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        sys.argv, sys.stdin = saved
+        if spark is not None and partitions is not None:
+            spark.conf.set("spark.sql.shuffle.partitions", partitions)
+    return Outcome(code, out.getvalue(), err.getvalue())
+
+
+def env() -> dict[str, str]:
+    lib = str(REPO / "lib")
+    path = os.environ.get("PYTHONPATH", "")
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": lib + (os.pathsep + path if path else "")}
+
+
+def spawn(*argv: str, **kw: Any) -> subprocess.Popen[str]:
+    """``lbreplay *argv`` as its own process (own session / process group, so it can be killed whole)."""
+    return subprocess.Popen([*LBREPLAY, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env(), cwd=str(REPO), start_new_session=True, **kw)
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 1200) -> Outcome:
+    out, err = proc.communicate(timeout=timeout)
+    return Outcome(proc.returncode, out, err)
+
+
+def run_id_content(spark: Any, lake: str, run_id: str) -> dict[str, str]:
+    """Content hash per output table of one run (rows sorted, run_id and wall-clock columns left out)."""
+    from lbreplay.lake.tables import OUTPUT_TABLES, table_location
+
+    hashes = {}
+    for name, table in OUTPUT_TABLES.items():
+        if name == "runs":
+            continue
+        df = spark.read.format("delta").load(table_location(lake, name)).where(f"run_id = '{run_id}'").drop("run_id")
+        rows = sorted(json.dumps(r.asDict(recursive=True), sort_keys=True, default=str) for r in df.collect())
+        hashes[name] = hashlib.sha256("\n".join(rows).encode()).hexdigest()[:16]
+    return hashes
+
+
+def runs_rows(spark: Any, lake: str, run_id: str) -> list[dict[str, Any]]:
+    from lbreplay.lake.tables import table_location
+
+    path = table_location(lake, "runs")
+    if not (Path(path) / "_delta_log").is_dir():
+        return []
+    return [r.asDict() for r in spark.read.format("delta").load(path).where(f"run_id = '{run_id}'").collect()]
