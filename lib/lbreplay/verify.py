@@ -169,8 +169,9 @@ def kernel_answer(req: dict[str, Any], state: dict[str, Any] | None, seed: int =
         elif action == "split":
             layouts = {ns: v for ns, v in tick.layouts.items()}
             counts = {ns: int(v.size - 1) for ns, v in layouts.items()}
-            for d in find_bundles_to_split(ld, conf, counts):
-                out["split"].append({"broker": d.broker, "bundle": d.bundle})
+            if len(ld.brokers) > 1 or True:
+                for row, broker, _ in find_bundles_to_split(ld, conf, counts):
+                    out["split"].append({"broker": ld.brokers.ids[broker], "bundle": ld.bundles.names[row]})
         elif isinstance(action, dict) and "assign" in action:
             rows = np.arange(len(ld.brokers), dtype=np.int64)
             order = np.argsort(np.asarray(ld.brokers.ids, dtype=object), kind="stable")

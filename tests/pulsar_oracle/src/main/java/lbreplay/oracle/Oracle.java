@@ -147,6 +147,37 @@ public final class Oracle {
         return resp;
     }
 
+    /**
+     * {@link LoadData} whose maps iterate in sorted key order: where Pulsar's result depends on the iteration order
+     * of its hash maps (ties in a stable sort, the namespace cap of the split check), the oracle answers with the
+     * sorted order, which is what lbreplay documents (DESIGN.md section 5).
+     */
+    static final class SortedLoadData extends LoadData {
+        private final Map<String, BrokerData> brokers = new java.util.concurrent.ConcurrentSkipListMap<>();
+        private final Map<String, BundleData> bundles = new java.util.concurrent.ConcurrentSkipListMap<>();
+
+        @Override
+        public Map<String, BrokerData> getBrokerData() {
+            return brokers;
+        }
+
+        @Override
+        public Map<String, BundleData> getBundleData() {
+            return bundles;
+        }
+
+        @Override
+        public Map<String, BundleData> getBundleDataForLoadShedding() {
+            // the jar's own filter (SLA / heartbeat / system namespaces as that version has it), then sorted
+            Map<String, BundleData> filtered = new TreeMap<>();
+            Map<String, BundleData> all = super.getBundleData();
+            all.clear();
+            all.putAll(bundles);
+            filtered.putAll(super.getBundleDataForLoadShedding());
+            return filtered;
+        }
+    }
+
     // ------------------------------------------------------------------------------------------------------------
     static ServiceConfiguration config(JsonNode c) {
         ServiceConfiguration conf = new ServiceConfiguration();
@@ -171,12 +202,15 @@ public final class Oracle {
     }
 
     static LoadData loadData(JsonNode ld) throws Exception {
-        LoadData loadData = new LoadData();
+        LoadData loadData = new SortedLoadData();
         Iterator<Map.Entry<String, JsonNode>> brokers = ld.path("brokers").fields();
         while (brokers.hasNext()) {
             Map.Entry<String, JsonNode> e = brokers.next();
             JsonNode b = e.getValue();
             LocalBrokerData local = MAPPER.treeToValue(b.path("localData"), LocalBrokerData.class);
+            // Java hash order made deterministic: a broker's bundles and lastStats in sorted order.
+            local.setLastStats(new TreeMap<>(local.getLastStats()));
+            local.setBundles(new TreeSet<>(local.getBundles()));
             BrokerData data = new BrokerData(local);
             if (b.hasNonNull("timeAverageData")) {
                 data.setTimeAverageData(MAPPER.treeToValue(b.get("timeAverageData"), TimeAverageBrokerData.class));
@@ -247,7 +281,8 @@ public final class Oracle {
 
     static void assign(Instances inst, ServiceConfiguration conf, LoadData loadData, String bundle, ObjectNode resp)
             throws Exception {
-        Set<String> candidates = new java.util.HashSet<>(loadData.getBrokerData().keySet());
+        // Pulsar passes a HashSet (brokerCandidateCache); sorted here so hash order cannot decide (README).
+        Set<String> candidates = new TreeSet<>(loadData.getBrokerData().keySet());
         BundleData data = loadData.getBundleData().get(bundle);
         if (data == null) {
             data = new BundleData(10, 1000);
