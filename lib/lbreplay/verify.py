@@ -38,7 +38,7 @@ REL_TOL = 1e-12
 
 # Pulsar line -> (newest jar checked, lbreplay profile name, JDK major the jar needs).
 PULSAR_LINES: dict[str, tuple[str, str, int]] = {
-    "4.0": ("4.0.7", "4.x", 17),
+    "4.0": ("4.0.7", "4.0", 17),
 }
 DEFAULT_LINE = "4.0"
 
