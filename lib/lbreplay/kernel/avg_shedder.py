@@ -52,6 +52,58 @@ LOW_REASON = "score difference above low threshold"
 SKIPS = ("NoBrokers", "Balanced", "HitCount", "MinUnload", "NoCandidates")
 
 
+MIN_MERGE = 32  # java.util.TimSort.MIN_MERGE
+
+
+def java_sort_int_difference(values: list[float]) -> list[int]:
+    """Indices of ``values`` in the order Java's ``List.sort`` / ``Stream.sorted`` gives them with the comparator
+    ``(a, b) -> (int) (a - b)`` (AvgShedder.calculateScoresAndSort in 4.0.x), input in sorted-id order.
+
+    Below ``TimSort.MIN_MERGE`` (32) elements Java runs ``countRunAndMakeAscending`` + ``binarySort``; ported here
+    step by step, so a comparator that is not transitive gives Java's exact order. From 32 elements on TimSort
+    merges runs (and may throw "Comparison method violates its general contract!"); that path is not ported:
+    a stable sort by the same comparator stands in (README: known divergence).
+    """
+    import functools
+
+    def cmp(i: int, j: int) -> int:
+        d = values[i] - values[j]
+        if d != d:
+            return 0
+        return int(max(min(d, 2**31 - 1), -(2**31)))  # d2i saturates; NaN -> 0
+
+    a = list(range(len(values)))
+    n = len(a)
+    if n < 2:
+        return a
+    if n >= MIN_MERGE:
+        return sorted(a, key=functools.cmp_to_key(cmp))
+    # countRunAndMakeAscending
+    run_hi = 1
+    if cmp(a[run_hi], a[0]) < 0:
+        run_hi += 1
+        while run_hi < n and cmp(a[run_hi], a[run_hi - 1]) < 0:
+            run_hi += 1
+        a[0:run_hi] = reversed(a[0:run_hi])
+    else:
+        run_hi += 1
+        while run_hi < n and cmp(a[run_hi], a[run_hi - 1]) >= 0:
+            run_hi += 1
+    # binarySort(a, 0, n, start = run_hi)
+    for start in range(run_hi, n):
+        pivot = a[start]
+        left, right = 0, start
+        while left < right:
+            mid = (left + right) >> 1
+            if cmp(pivot, a[mid]) < 0:
+                right = mid
+            else:
+                left = mid + 1
+        a[left + 1:start + 1] = a[left:start]
+        a[left] = pivot
+    return a
+
+
 class AvgShedder(ShedderReport):
     """``AvgShedder`` with hit counts and pending targets as threaded state."""
 
@@ -77,7 +129,10 @@ class AvgShedder(ShedderReport):
         hit_low = int(conf["loadBalancerAvgShedderHitCountLowThreshold"])
 
         scores = weighted_max_usage(brokers.usage, brokers.limit, conf) * 100  # calculateScores
-        order = np.argsort(scores, kind="stable").tolist()  # comparingDouble, ties in id order
+        if profile.avg_shedder_int_comparator:
+            order = java_sort_int_difference(scores.tolist())  # 4.0.x: (int) (a - b), ties in id order
+        else:
+            order = np.argsort(scores, kind="stable").tolist()  # comparingDouble, ties in id order
         self._stats = {
             "loadAvg": float(np.mean(scores)) / 100 if len(brokers) else 0.0,
             "loadStd": population_std(scores) / 100,

@@ -252,6 +252,12 @@ public final class Oracle {
             inst.shedder = (LoadSheddingStrategy) Class.forName(shed).getDeclaredConstructor().newInstance();
             inst.shedClass = shed;
         }
+        // AvgShedder sorts the entries of its brokerScoreMap (a HashMap): ties (and, with 4.0.x's `(int) (a - b)`
+        // comparator, scores less than 1 apart) keep that map's order. Sorted here (README: nondeterministic spots).
+        Object scores = readField(inst.placement, "brokerScoreMap");
+        if (scores instanceof Map<?, ?> m && !(scores instanceof TreeMap<?, ?>)) {
+            writeField(inst.placement, "brokerScoreMap", new TreeMap<String, Double>());
+        }
         if (inst.splitter == null) {
             inst.splitter = new BundleSplitterTask();
         }
@@ -347,6 +353,12 @@ public final class Oracle {
                 }
             }
         }
+    }
+
+    static void writeField(Object o, String name, Object value) throws Exception {
+        Field fld = o.getClass().getDeclaredField(name);
+        fld.setAccessible(true);
+        fld.set(o, value);
     }
 
     static Object readField(Object o, String name) {
