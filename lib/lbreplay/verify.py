@@ -165,6 +165,8 @@ def kernel_answer(req: dict[str, Any], state: dict[str, Any] | None, seed: int =
             prune_recently_unloaded(ld, conf, tick.now)
             plan = tick.shedder.find_bundles_for_unloading(ld, conf)
             tick.shedder.on_unload_attempt_completed({u.bundle for u in plan})
+            if tick.shedder.skip_reason() == "ComparisonContractViolation":
+                out["skip"] = "ComparisonContractViolation"
             out["unload"] = [{"broker": u.broker, "bundle": u.bundle, "destination": None} for u in plan]
         elif action == "split":
             layouts = {ns: v for ns, v in tick.layouts.items()}

@@ -31,6 +31,7 @@ import numpy as np
 
 from lbreplay.errors import UsageError
 from lbreplay.kernel.config import PulsarConfig
+from lbreplay.kernel.java_tim_sort import ComparisonContractViolation, tim_sort
 from lbreplay.kernel.load_data import LoadData
 from lbreplay.kernel.resource_usage import weighted_max_usage
 from lbreplay.kernel.selection import (
@@ -49,59 +50,22 @@ from lbreplay.kernel.version_profile import profile_for
 HIGH_REASON = "score difference above high threshold"
 LOW_REASON = "score difference above low threshold"
 # Skip reasons, least to most progress.
-SKIPS = ("NoBrokers", "Balanced", "HitCount", "MinUnload", "NoCandidates")
-
-
-MIN_MERGE = 32  # java.util.TimSort.MIN_MERGE
+# ComparisonContractViolation: 4.0.x only, TimSort threw while sorting the scores (nothing unloaded that tick).
+SKIPS = ("NoBrokers", "Balanced", "HitCount", "MinUnload", "NoCandidates", "ComparisonContractViolation")
 
 
 def java_sort_int_difference(values: list[float]) -> list[int]:
-    """Indices of ``values`` in the order Java's ``List.sort`` / ``Stream.sorted`` gives them with the comparator
-    ``(a, b) -> (int) (a - b)`` (AvgShedder.calculateScoresAndSort in 4.0.x), input in sorted-id order.
-
-    Below ``TimSort.MIN_MERGE`` (32) elements Java runs ``countRunAndMakeAscending`` + ``binarySort``; ported here
-    step by step, so a comparator that is not transitive gives Java's exact order. From 32 elements on TimSort
-    merges runs (and may throw "Comparison method violates its general contract!"); that path is not ported:
-    a stable sort by the same comparator stands in (README: known divergence).
-    """
-    import functools
+    """Indices of ``values`` in the order Java's ``Stream.sorted`` gives them with the comparator
+    ``(a, b) -> (int) (a - b)`` (AvgShedder.calculateScoresAndSort in 4.0.x; 4.0.7 bytecode: dsub, d2i), input in
+    sorted-id order. Raises :class:`ComparisonContractViolation` where Java's TimSort throws."""
 
     def cmp(i: int, j: int) -> int:
         d = values[i] - values[j]
-        if d != d:
+        if d != d:  # NaN: d2i gives 0
             return 0
-        return int(max(min(d, 2**31 - 1), -(2**31)))  # d2i saturates; NaN -> 0
+        return int(max(min(d, 2**31 - 1), -(2**31)))  # d2i truncates toward zero and saturates
 
-    a = list(range(len(values)))
-    n = len(a)
-    if n < 2:
-        return a
-    if n >= MIN_MERGE:
-        return sorted(a, key=functools.cmp_to_key(cmp))
-    # countRunAndMakeAscending
-    run_hi = 1
-    if cmp(a[run_hi], a[0]) < 0:
-        run_hi += 1
-        while run_hi < n and cmp(a[run_hi], a[run_hi - 1]) < 0:
-            run_hi += 1
-        a[0:run_hi] = reversed(a[0:run_hi])
-    else:
-        run_hi += 1
-        while run_hi < n and cmp(a[run_hi], a[run_hi - 1]) >= 0:
-            run_hi += 1
-    # binarySort(a, 0, n, start = run_hi)
-    for start in range(run_hi, n):
-        pivot = a[start]
-        left, right = 0, start
-        while left < right:
-            mid = (left + right) >> 1
-            if cmp(pivot, a[mid]) < 0:
-                right = mid
-            else:
-                left = mid + 1
-        a[left + 1:start + 1] = a[left:start]
-        a[left] = pivot
-    return a
+    return tim_sort(list(range(len(values))), cmp)
 
 
 class AvgShedder(ShedderReport):
@@ -130,7 +94,13 @@ class AvgShedder(ShedderReport):
 
         scores = weighted_max_usage(brokers.usage, brokers.limit, conf) * 100  # calculateScores
         if profile.avg_shedder_int_comparator:
-            order = java_sort_int_difference(scores.tolist())  # 4.0.x: (int) (a - b), ties in id order
+            try:  # 4.0.x: (int) (a - b), ties in id order
+                order = java_sort_int_difference(scores.tolist())
+            except ComparisonContractViolation:
+                # findBundlesForUnloading throws out of doLoadShedding: no unloads, hit counts untouched
+                self._stats = {}
+                skip.note("ComparisonContractViolation")
+                return self._finish([], skip)
         else:
             order = np.argsort(scores, kind="stable").tolist()  # comparingDouble, ties in id order
         self._stats = {
