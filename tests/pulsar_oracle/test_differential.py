@@ -18,7 +18,6 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from lbreplay.verify import (
     IMPL,
     NOW,

@@ -25,6 +25,7 @@ kept (and resume if the broker returns) -- mirrored here.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -61,7 +62,7 @@ def java_sort_int_difference(values: list[float]) -> list[int]:
 
     def cmp(i: int, j: int) -> int:
         d = values[i] - values[j]
-        if d != d:  # NaN: d2i gives 0
+        if math.isnan(d):  # NaN: d2i gives 0
             return 0
         return int(max(min(d, 2**31 - 1), -(2**31)))  # d2i truncates toward zero and saturates
 

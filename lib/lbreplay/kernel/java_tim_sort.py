@@ -147,7 +147,7 @@ class _TimSort:
         while True:
             run_len = _count_run_and_make_ascending(a, lo, hi, cmp)
             if run_len < min_run:
-                force = remaining if remaining <= min_run else min_run
+                force = min(remaining, min_run)
                 _binary_sort(a, lo, lo + force, lo + run_len, cmp)
                 run_len = force
             self.run_base.append(lo)
@@ -280,10 +280,9 @@ class _TimSort:
                     break
             if done:
                 break
-            if min_gallop < 0:
-                min_gallop = 0
+            min_gallop = max(min_gallop, 0)
             min_gallop += 2
-        self.min_gallop = 1 if min_gallop < 1 else min_gallop
+        self.min_gallop = max(min_gallop, 1)
         if len1 == 1:
             a[dest:dest + len2] = a[c2:c2 + len2]
             a[dest + len2] = tmp[c1]
@@ -376,10 +375,9 @@ class _TimSort:
                     break
             if done:
                 break
-            if min_gallop < 0:
-                min_gallop = 0
+            min_gallop = max(min_gallop, 0)
             min_gallop += 2
-        self.min_gallop = 1 if min_gallop < 1 else min_gallop
+        self.min_gallop = max(min_gallop, 1)
         if len2 == 1:
             dest -= len1
             c1 -= len1
