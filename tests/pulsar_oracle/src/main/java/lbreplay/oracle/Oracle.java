@@ -77,6 +77,7 @@ public final class Oracle {
         LoadSheddingStrategy shedder;
         ModularLoadManagerStrategy placement;
         BundleSplitterTask splitter;
+        org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder transfer;
     }
 
     private Oracle() {
@@ -102,6 +103,10 @@ public final class Oracle {
         }
     }
 
+    static ObjectMapper mapper() {
+        return MAPPER;
+    }
+
     static ObjectNode handle(ObjectNode req) throws Exception {
         ObjectNode resp = MAPPER.createObjectNode();
         resp.putArray("unload");
@@ -116,10 +121,15 @@ public final class Oracle {
             return resp;
         }
         ServiceConfiguration conf = config(req.path("config"));
-        LoadData loadData = loadData(req.path("loadData"));
         JsonNode seqNode = req.get("sequence");
         String seq = seqNode == null || seqNode.isNull() ? null : seqNode.asText();
         Instances inst = seq == null ? new Instances() : SEQUENCES.computeIfAbsent(seq, k -> new Instances());
+        if (conf.getLoadManagerClassName().endsWith("ExtensibleLoadManagerImpl")
+                || conf.getLoadBalancerLoadSheddingStrategy().endsWith("TransferShedder")) {
+            Extensible.shed(inst, conf, req, resp);
+            return resp;
+        }
+        LoadData loadData = loadData(req.path("loadData"));
         instantiate(inst, conf);
         long now = req.path("nowMillis").asLong(System.currentTimeMillis());
         // ModularLoadManagerImpl.updateAll -> cleanupDeadBrokersData: onActiveBrokersChange on both strategies.
