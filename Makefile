@@ -63,3 +63,19 @@ test-airflow: warm airflow-venv
 .PHONY: test-crash
 test-crash: warm
 	LBREPLAY_CRASH_POINTS=10 $(BIN)/python -m pytest -q tests/test_reliability.py
+
+# Differential oracle (issue 16): Pulsar's real classes (tests/pulsar_oracle, built by Maven from Maven Central)
+# against the kernel. `make verify` is the long run; the 500-cases-per-strategy variant runs in `make test`.
+VERIFY_VERSION ?= 4.0
+VERIFY_CASES ?= 20000
+VERIFY_SEED ?= 1
+
+.PHONY: maven verify
+
+# Maven builds the oracle (Debian's package; sudo only when not root).
+maven:
+	@command -v mvn >/dev/null 2>&1 || { SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
+	  $$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y maven; }
+
+verify: install maven
+	$(BIN)/lbreplay verify --pulsar-version $(VERIFY_VERSION) --cases $(VERIFY_CASES) --seed $(VERIFY_SEED)

@@ -218,3 +218,14 @@ def test_idle_bundles_are_not_shed() -> None:
     s = AvgShedder()
     s.find_bundles_for_unloading(c.build(), conf())
     assert by_broker(s.find_bundles_for_unloading(c.build(), conf())) == {"hi": ["h0"]}
+
+
+def test_4_0_comparator_truncates_score_differences() -> None:
+    """AvgShedder.calculateScoresAndSort in 4.0.x sorts with ``(a, b) -> (int) (a - b)`` (4.0.7 bytecode: dsub,
+    d2i): scores less than 1 apart compare equal, so [2.0, 1.5, 0.6] stays in input (sorted-id) order -- one
+    ascending run for Java's TimSort -- where Double.compare gives [2, 1, 0]."""
+    from lbreplay.kernel.avg_shedder import java_sort_int_difference
+
+    assert java_sort_int_difference([2.0, 1.5, 0.6]) == [0, 1, 2]
+    assert java_sort_int_difference([5.0, 0.5, 1.2]) == [1, 2, 0]  # descending run reversed, then binary insert
+    assert java_sort_int_difference([3.0, 1.0, 2.0, 0.0]) == [3, 1, 2, 0]

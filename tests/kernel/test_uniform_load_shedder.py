@@ -160,3 +160,20 @@ def test_legacy_variant_skips_single_bundle_brokers_and_throughput_has_no_slack(
         },
     )
     assert shed(c, pulsarVersion="2.9") == {"b": ["b0"]}
+
+
+def test_4_0_takes_a_bundle_up_to_required_plus_1000() -> None:
+    """UniformLoadShedder.findBundlesForUnloading in 4.0.x: ``bundleMsgRate <= required + 1000`` (int; the
+    ``+ 1000`` that apache/pulsar#21906 removed on master is in the 4.0.7 jar, found by the differential oracle).
+    required = (int) ((110 MiB - 1) * 0.2) = 23068671; bundle-10 (20 MiB/s) leaves 2097151, and bundle-1
+    (2 MiB/s = 2097152) now fits within the slack: 4.0 unloads both, the master-branch profile one."""
+    c = one_busy_broker(10, lambda i: i * MB)
+    assert shed(c, pulsarVersion="4.0") == {"broker-1": ["bundle-10", "bundle-1"]}
+    assert shed(c, pulsarVersion="4.x") == {"broker-1": ["bundle-10"]}
+
+
+def test_4_0_slack_wraps_when_required_is_saturated() -> None:
+    """Java's ``required + 1000`` is an int addition: with ``required`` at Integer.MAX_VALUE it wraps negative,
+    so 4.0.x takes no bundle at all (UniformLoadShedder.findBundlesForUnloading, 4.0.7)."""
+    c = one_busy_broker(3, lambda i: 4e10 * i)
+    assert shed(c, pulsarVersion="4.0", maxUnloadPercentage=0.9) == {}

@@ -25,12 +25,14 @@ kept (and resume if the broker returns) -- mirrored here.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from lbreplay.errors import UsageError
 from lbreplay.kernel.config import PulsarConfig
+from lbreplay.kernel.java_tim_sort import ComparisonContractViolation, tim_sort
 from lbreplay.kernel.load_data import LoadData
 from lbreplay.kernel.resource_usage import weighted_max_usage
 from lbreplay.kernel.selection import (
@@ -49,7 +51,22 @@ from lbreplay.kernel.version_profile import profile_for
 HIGH_REASON = "score difference above high threshold"
 LOW_REASON = "score difference above low threshold"
 # Skip reasons, least to most progress.
-SKIPS = ("NoBrokers", "Balanced", "HitCount", "MinUnload", "NoCandidates")
+# ComparisonContractViolation: 4.0.x only, TimSort threw while sorting the scores (nothing unloaded that tick).
+SKIPS = ("NoBrokers", "Balanced", "HitCount", "MinUnload", "NoCandidates", "ComparisonContractViolation")
+
+
+def java_sort_int_difference(values: list[float]) -> list[int]:
+    """Indices of ``values`` in the order Java's ``Stream.sorted`` gives them with the comparator
+    ``(a, b) -> (int) (a - b)`` (AvgShedder.calculateScoresAndSort in 4.0.x; 4.0.7 bytecode: dsub, d2i), input in
+    sorted-id order. Raises :class:`ComparisonContractViolation` where Java's TimSort throws."""
+
+    def cmp(i: int, j: int) -> int:
+        d = values[i] - values[j]
+        if math.isnan(d):  # NaN: d2i gives 0
+            return 0
+        return int(max(min(d, 2**31 - 1), -(2**31)))  # d2i truncates toward zero and saturates
+
+    return tim_sort(list(range(len(values))), cmp)
 
 
 class AvgShedder(ShedderReport):
@@ -77,7 +94,16 @@ class AvgShedder(ShedderReport):
         hit_low = int(conf["loadBalancerAvgShedderHitCountLowThreshold"])
 
         scores = weighted_max_usage(brokers.usage, brokers.limit, conf) * 100  # calculateScores
-        order = np.argsort(scores, kind="stable").tolist()  # comparingDouble, ties in id order
+        if profile.avg_shedder_int_comparator:
+            try:  # 4.0.x: (int) (a - b), ties in id order
+                order = java_sort_int_difference(scores.tolist())
+            except ComparisonContractViolation:
+                # findBundlesForUnloading throws out of doLoadShedding: no unloads, hit counts untouched
+                self._stats = {}
+                skip.note("ComparisonContractViolation")
+                return self._finish([], skip)
+        else:
+            order = np.argsort(scores, kind="stable").tolist()  # comparingDouble, ties in id order
         self._stats = {
             "loadAvg": float(np.mean(scores)) / 100 if len(brokers) else 0.0,
             "loadStd": population_std(scores) / 100,

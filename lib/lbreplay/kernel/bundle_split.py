@@ -139,7 +139,7 @@ def find_bundles_to_split(
     if prof.split_min_two_topics:
         cand &= b.topics >= 2
     rows = np.flatnonzero(cand)
-    rows = rows[np.lexsort((rows, b.owner[rows]))]  # broker rows, then bundle rows
+    rows = rows[np.lexsort((np.asarray(b.names, dtype=object)[rows], np.asarray(ld.brokers.ids, dtype=object)[b.owner[rows]]))]  # broker ids, then bundle names (sorted: Java map order, README)
     counts = _NamespaceCounts(ld, bundle_count_per_namespace)
     planned: dict[str, int] = {}
     out: list[tuple[int, int, str]] = []

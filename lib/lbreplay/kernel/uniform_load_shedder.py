@@ -107,8 +107,11 @@ class UniformLoadShedder(StatelessShedder):
             skip.note("MinUnload")
             return []
         rows, vals = ranked_candidates(ld, src, values)
+        # `bundleLoad <= required + 1000` in 4.0.x (UniformLoadShedder.findBundlesForUnloading, the int `+ 1000`
+        # removed on master by apache/pulsar#21906); the int addition wraps, as Java's does.
+        slack = profile_for(conf["pulsarVersion"]).uniform_unload_slack
         picked, _ = select_fitting(
-            vals, required, int_need=True, limit=int(conf["maxUnloadBundleNumPerShedding"])
+            vals, required, int_need=True, slack=slack, limit=int(conf["maxUnloadBundleNumPerShedding"])
         )
         return self._unloads(ld, src, rows, vals, picked, reason, gap, required, skip)
 

@@ -37,9 +37,20 @@ class VersionProfile:
     split_min_two_topics: bool
     # AvgShedder (PIP-364) exists since 3.3 / 4.0.
     avg_shedder_available: bool
+    # UniformLoadShedder takes a bundle while `bundleLoad <= required + 1000` (int arithmetic, wraps at 2^31-1):
+    # the 4.0.x jars still carry the `+ 1000` (checked on 4.0.7 by the oracle); apache/pulsar#21906 removed it
+    # on master and was not cherry-picked to branch-4.0.
+    uniform_unload_slack: int = 0
+    # AvgShedder.calculateScoresAndSort compares scores with `(int) (a - b)` in 4.0.x (scores less than 1 apart
+    # compare equal; the order is not transitive, TimSort may throw "Comparison method violates its general
+    # contract!"); master compares with Double.compare. Checked on the 4.0.7 jar.
+    avg_shedder_int_comparator: bool = False
 
 
 PROFILES: dict[str, VersionProfile] = {
+    # 4.0.x (checked against the 4.0.7 jar by the differential oracle, tests/pulsar_oracle).
+    "4.0": VersionProfile("4.0", False, False, True, True, True, True, False, True, True, True, True,
+                          uniform_unload_slack=1000, avg_shedder_int_comparator=True),
     "4.x": VersionProfile("4.x", False, False, True, True, True, True, False, True, True, True, True),
     "3.x": VersionProfile("3.x", False, False, True, False, True, True, False, True, False, True, True),
     "2.11": VersionProfile("2.11", True, True, True, False, False, False, False, False, False, True, False),

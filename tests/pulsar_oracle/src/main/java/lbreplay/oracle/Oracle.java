@@ -1,0 +1,398 @@
+package lbreplay.oracle;
+
+import com.fasterxml.jackson.databind.DeserializationFeature;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import com.google.common.collect.Multimap;
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.lang.reflect.Field;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.TreeSet;
+import org.apache.pulsar.broker.PulsarService;
+import org.apache.pulsar.broker.ServiceConfiguration;
+import org.apache.pulsar.broker.loadbalance.LoadData;
+import org.apache.pulsar.broker.loadbalance.LoadSheddingStrategy;
+import org.apache.pulsar.broker.loadbalance.ModularLoadManagerStrategy;
+import org.apache.pulsar.broker.loadbalance.impl.BundleSplitterTask;
+import org.apache.pulsar.broker.namespace.NamespaceService;
+import org.apache.pulsar.common.naming.NamespaceName;
+import org.apache.pulsar.common.util.FieldParser;
+import org.apache.pulsar.common.util.ObjectMapperFactory;
+import org.apache.pulsar.policies.data.loadbalancer.BrokerData;
+import org.apache.pulsar.policies.data.loadbalancer.BundleData;
+import org.apache.pulsar.policies.data.loadbalancer.LocalBrokerData;
+import org.apache.pulsar.policies.data.loadbalancer.TimeAverageBrokerData;
+import org.mockito.Mockito;
+
+/**
+ * Differential oracle: reads lbreplay {@code decide} requests as JSON lines on stdin and answers each with one JSON
+ * line in decide's response shape, computed by Pulsar's real classes of the jar on the classpath.
+ *
+ * <p>A line is a decide request (DESIGN.md section 5) plus {@code "sequence": "<id>"}: strategy instances live per
+ * sequence id (and class), so EWMA histories and hit counters evolve over successive lines exactly as one Pulsar
+ * strategy instance does over successive leader ticks. {@code "sequence": null} means a fresh instance.
+ *
+ * <p>Each line is one leader refresh ({@code ModularLoadManagerImpl.updateAll} -> {@code cleanupDeadBrokersData}
+ * calls {@code onActiveBrokersChange(activeBrokers)} on the shedding and placement strategies) followed by the
+ * actions:
+ * <ul>
+ *   <li>{@code "shed"}: {@code doLoadShedding}'s prune of {@code recentlyUnloadedBundles} by
+ *       {@code loadBalancerSheddingGracePeriodMinutes} (against {@code nowMillis}, not the wall clock), then
+ *       {@code LoadSheddingStrategy.findBundlesForUnloading(loadData, conf)}: the strategy's plan (no destination:
+ *       the load manager's destination pick needs a running broker).</li>
+ *   <li>{@code {"assign": [bundles]}}: {@code ModularLoadManagerStrategy.selectBroker(allBrokers, bundleData,
+ *       loadData, conf)} per bundle (the strategy alone, candidates = every broker of the snapshot; no
+ *       preallocation between the bundles). Where the strategy picks at random ({@code ThreadLocalRandom}) among
+ *       equally good brokers, {@code oracle.tieSets} lists that set, read from the strategy's own
+ *       {@code bestBrokers} list.</li>
+ *   <li>{@code "split"}: {@code BundleSplitterTask.findBundlesToSplit(loadData, pulsar)} with a mocked
+ *       {@code PulsarService} whose {@code NamespaceService.getBundleCount} answers from
+ *       {@code namespaces.<ns>.boundaries}.</li>
+ * </ul>
+ * {@code oracle} carries the strategies' internal figures read by reflection (EWMA maps, hit counters, scores).
+ */
+public final class Oracle {
+    /** Pulsar's own Jackson configuration (ObjectMapperFactory), as the load manager reads its reports. */
+    private static final ObjectMapper MAPPER = ObjectMapperFactory.create()
+            .configure(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES, false);
+    private static final Map<String, Instances> SEQUENCES = new HashMap<>();
+
+    /** Strategy instances of one sequence. */
+    static final class Instances {
+        String shedClass;
+        String placeClass;
+        LoadSheddingStrategy shedder;
+        ModularLoadManagerStrategy placement;
+        BundleSplitterTask splitter;
+        org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder transfer;
+    }
+
+    private Oracle() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        PrintStream out = new PrintStream(System.out, false, StandardCharsets.UTF_8);
+        String line;
+        while ((line = in.readLine()) != null) {
+            if (line.isBlank()) {
+                continue;
+            }
+            ObjectNode resp;
+            try {
+                resp = handle((ObjectNode) MAPPER.readTree(line));
+            } catch (Throwable t) {
+                resp = MAPPER.createObjectNode();
+                resp.put("error", t.getClass().getName() + ": " + t.getMessage());
+            }
+            out.println(MAPPER.writeValueAsString(resp));
+            out.flush();
+        }
+    }
+
+    static ObjectMapper mapper() {
+        return MAPPER;
+    }
+
+    static ObjectNode handle(ObjectNode req) throws Exception {
+        ObjectNode resp = MAPPER.createObjectNode();
+        resp.putArray("unload");
+        resp.putArray("split");
+        resp.putArray("assign");
+        resp.putNull("skip");
+        resp.putObject("stats");
+        ObjectNode oracle = resp.putObject("oracle");
+        if (req.has("pulsarVersionCheck")) {
+            oracle.put("implementationVersion",
+                    String.valueOf(PulsarService.class.getPackage().getImplementationVersion()));
+            return resp;
+        }
+        ServiceConfiguration conf = config(req.path("config"));
+        JsonNode seqNode = req.get("sequence");
+        String seq = seqNode == null || seqNode.isNull() ? null : seqNode.asText();
+        Instances inst = seq == null ? new Instances() : SEQUENCES.computeIfAbsent(seq, k -> new Instances());
+        if (conf.getLoadManagerClassName().endsWith("ExtensibleLoadManagerImpl")
+                || conf.getLoadBalancerLoadSheddingStrategy().endsWith("TransferShedder")) {
+            Extensible.shed(inst, conf, req, resp);
+            return resp;
+        }
+        LoadData loadData = loadData(req.path("loadData"));
+        instantiate(inst, conf);
+        long now = req.path("nowMillis").asLong(System.currentTimeMillis());
+        // ModularLoadManagerImpl.updateAll -> cleanupDeadBrokersData: onActiveBrokersChange on both strategies.
+        Set<String> active = new TreeSet<>(loadData.getBrokerData().keySet());
+        inst.shedder.onActiveBrokersChange(active);
+        if (inst.placement != inst.shedder) {
+            inst.placement.onActiveBrokersChange(active);
+        }
+        JsonNode actions = req.has("actions") && !req.get("actions").isNull() ? req.get("actions")
+                : MAPPER.createArrayNode().add("shed");
+        for (JsonNode a : actions) {
+            if (a.isTextual() && a.asText().equals("shed")) {
+                shed(inst, conf, loadData, now, resp);
+            } else if (a.isTextual() && a.asText().equals("split")) {
+                split(inst, conf, loadData, req.path("namespaces"), resp);
+            } else if (a.isObject() && a.has("assign")) {
+                for (JsonNode b : a.get("assign")) {
+                    assign(inst, conf, loadData, b.asText(), resp);
+                }
+            } else {
+                throw new IllegalArgumentException("unsupported action " + a);
+            }
+        }
+        figures(inst, oracle);
+        return resp;
+    }
+
+    /**
+     * {@link LoadData} whose maps iterate in sorted key order: where Pulsar's result depends on the iteration order
+     * of its hash maps (ties in a stable sort, the namespace cap of the split check), the oracle answers with the
+     * sorted order, which is what lbreplay documents (DESIGN.md section 5).
+     */
+    static final class SortedLoadData extends LoadData {
+        private final Map<String, BrokerData> brokers = new java.util.concurrent.ConcurrentSkipListMap<>();
+        private final Map<String, BundleData> bundles = new java.util.concurrent.ConcurrentSkipListMap<>();
+
+        @Override
+        public Map<String, BrokerData> getBrokerData() {
+            return brokers;
+        }
+
+        @Override
+        public Map<String, BundleData> getBundleData() {
+            return bundles;
+        }
+
+        @Override
+        public Map<String, BundleData> getBundleDataForLoadShedding() {
+            // the jar's own filter (SLA / heartbeat / system namespaces as that version has it), then sorted
+            Map<String, BundleData> filtered = new TreeMap<>();
+            Map<String, BundleData> all = super.getBundleData();
+            all.clear();
+            all.putAll(bundles);
+            filtered.putAll(super.getBundleDataForLoadShedding());
+            return filtered;
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------------------------
+    static ServiceConfiguration config(JsonNode c) {
+        ServiceConfiguration conf = new ServiceConfiguration();
+        Map<String, String> props = new HashMap<>();
+        Iterator<Map.Entry<String, JsonNode>> it = c.fields();
+        while (it.hasNext()) {
+            Map.Entry<String, JsonNode> e = it.next();
+            JsonNode v = e.getValue();
+            if (v.isNull()) {
+                continue;
+            }
+            if (v.isArray()) {
+                List<String> parts = new ArrayList<>();
+                v.forEach(x -> parts.add(x.asText()));
+                props.put(e.getKey(), String.join(",", parts));
+            } else {
+                props.put(e.getKey(), v.asText());
+            }
+        }
+        FieldParser.update(props, conf);
+        return conf;
+    }
+
+    static LoadData loadData(JsonNode ld) throws Exception {
+        LoadData loadData = new SortedLoadData();
+        Iterator<Map.Entry<String, JsonNode>> brokers = ld.path("brokers").fields();
+        while (brokers.hasNext()) {
+            Map.Entry<String, JsonNode> e = brokers.next();
+            JsonNode b = e.getValue();
+            LocalBrokerData local = MAPPER.treeToValue(b.path("localData"), LocalBrokerData.class);
+            // Java hash order made deterministic: a broker's bundles and lastStats in sorted order.
+            local.setLastStats(new TreeMap<>(local.getLastStats()));
+            local.setBundles(new TreeSet<>(local.getBundles()));
+            BrokerData data = new BrokerData(local);
+            if (b.hasNonNull("timeAverageData")) {
+                data.setTimeAverageData(MAPPER.treeToValue(b.get("timeAverageData"), TimeAverageBrokerData.class));
+            }
+            Iterator<Map.Entry<String, JsonNode>> pre = b.path("preallocatedBundleData").fields();
+            while (pre.hasNext()) {
+                Map.Entry<String, JsonNode> p = pre.next();
+                data.getPreallocatedBundleData().put(p.getKey(), MAPPER.treeToValue(p.getValue(), BundleData.class));
+            }
+            loadData.getBrokerData().put(e.getKey(), data);
+        }
+        Iterator<Map.Entry<String, JsonNode>> bundles = ld.path("bundleData").fields();
+        while (bundles.hasNext()) {
+            Map.Entry<String, JsonNode> e = bundles.next();
+            loadData.getBundleData().put(e.getKey(), MAPPER.treeToValue(e.getValue(), BundleData.class));
+        }
+        Iterator<Map.Entry<String, JsonNode>> ru = ld.path("recentlyUnloadedBundles").fields();
+        while (ru.hasNext()) {
+            Map.Entry<String, JsonNode> e = ru.next();
+            loadData.getRecentlyUnloadedBundles().put(e.getKey(), e.getValue().asLong());
+        }
+        return loadData;
+    }
+
+    /** ModularLoadManagerImpl.initialize: a placement strategy that is also a shedding strategy (AvgShedder) is
+     * the same instance for both. An instance is kept while the configured class stays the same. */
+    static void instantiate(Instances inst, ServiceConfiguration conf) throws Exception {
+        String place = conf.getLoadBalancerLoadPlacementStrategy();
+        String shed = conf.getLoadBalancerLoadSheddingStrategy();
+        if (!place.equals(inst.placeClass)) {
+            inst.placement = (ModularLoadManagerStrategy) Class.forName(place).getDeclaredConstructor().newInstance();
+            inst.placeClass = place;
+            inst.shedClass = null;
+        }
+        if (inst.placement instanceof LoadSheddingStrategy) {
+            inst.shedder = (LoadSheddingStrategy) inst.placement;
+            inst.shedClass = place;
+        } else if (!shed.equals(inst.shedClass)) {
+            inst.shedder = (LoadSheddingStrategy) Class.forName(shed).getDeclaredConstructor().newInstance();
+            inst.shedClass = shed;
+        }
+        // AvgShedder sorts the entries of its brokerScoreMap (a HashMap): ties (and, with 4.0.x's `(int) (a - b)`
+        // comparator, scores less than 1 apart) keep that map's order. Sorted here (README: nondeterministic spots).
+        Object scores = readField(inst.placement, "brokerScoreMap");
+        if (scores instanceof Map<?, ?> m && !(scores instanceof TreeMap<?, ?>)) {
+            writeField(inst.placement, "brokerScoreMap", new TreeMap<String, Double>());
+        }
+        if (inst.splitter == null) {
+            inst.splitter = new BundleSplitterTask();
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------------------------
+    static void shed(Instances inst, ServiceConfiguration conf, LoadData loadData, long now, ObjectNode resp) {
+        // ModularLoadManagerImpl.doLoadShedding: "Only 1 broker available: no load shedding will be performed"
+        if (loadData.getBrokerData().size() <= 1) {
+            resp.put("skip", "NoBrokers");
+            return;
+        }
+        long timeout = now - conf.getLoadBalancerSheddingGracePeriodMinutes() * 60_000L;
+        Map<String, Long> ru = loadData.getRecentlyUnloadedBundles();
+        ru.keySet().removeIf(e -> ru.get(e) < timeout);
+        Multimap<String, String> plan;
+        try {
+            plan = inst.shedder.findBundlesForUnloading(loadData, conf);
+        } catch (IllegalArgumentException e) {
+            // TimSort on a comparator that is not a total order (4.0.x AvgShedder): doLoadShedding fails this tick
+            if (String.valueOf(e.getMessage()).contains("general contract")) {
+                resp.put("skip", "ComparisonContractViolation");
+                return;
+            }
+            throw e;
+        }
+        ArrayNode unload = (ArrayNode) resp.get("unload");
+        for (Map.Entry<String, Collection<String>> e : new TreeMap<>(plan.asMap()).entrySet()) {
+            for (String bundle : e.getValue()) {
+                ObjectNode u = unload.addObject();
+                u.put("broker", e.getKey());
+                u.put("bundle", bundle);
+                u.putNull("destination");
+            }
+        }
+    }
+
+    static void assign(Instances inst, ServiceConfiguration conf, LoadData loadData, String bundle, ObjectNode resp)
+            throws Exception {
+        // Pulsar passes a HashSet (brokerCandidateCache); sorted here so hash order cannot decide (README).
+        Set<String> candidates = new TreeSet<>(loadData.getBrokerData().keySet());
+        BundleData data = loadData.getBundleData().get(bundle);
+        if (data == null) {
+            data = new BundleData(10, 1000);
+        }
+        Optional<String> pick = inst.placement.selectBroker(candidates, data, loadData, conf);
+        ObjectNode a = ((ArrayNode) resp.get("assign")).addObject();
+        a.put("bundle", bundle);
+        if (pick.isPresent()) {
+            a.put("broker", pick.get());
+        } else {
+            a.putNull("broker");
+        }
+        Object best = readField(inst.placement, "bestBrokers");
+        ArrayNode ties = ((ObjectNode) resp.get("oracle")).withArray("tieSets");
+        ArrayNode set = ties.addArray();
+        if (best instanceof Collection<?> c && !(inst.placement.getClass().getSimpleName()
+                .equals("RoundRobinBrokerSelector"))) {
+            new TreeSet<>(c.stream().map(String::valueOf).toList()).forEach(set::add);
+        }
+    }
+
+    static void split(Instances inst, ServiceConfiguration conf, LoadData loadData, JsonNode namespaces,
+                      ObjectNode resp) throws Exception {
+        PulsarService pulsar = Mockito.mock(PulsarService.class);
+        NamespaceService ns = Mockito.mock(NamespaceService.class);
+        Mockito.when(pulsar.getConfiguration()).thenReturn(conf);
+        Mockito.when(pulsar.getNamespaceService()).thenReturn(ns);
+        Mockito.when(ns.getBundleCount(Mockito.any(NamespaceName.class))).thenAnswer(inv -> {
+            NamespaceName n = inv.getArgument(0);
+            JsonNode b = namespaces.path(n.toString()).path("boundaries");
+            return b.isArray() ? b.size() - 1 : conf.getDefaultNumberOfNamespaceBundles();
+        });
+        Map<String, String> chosen = inst.splitter.findBundlesToSplit(loadData, pulsar);
+        ArrayNode split = (ArrayNode) resp.get("split");
+        for (Map.Entry<String, String> e : new TreeMap<>(chosen).entrySet()) {
+            ObjectNode s = split.addObject();
+            s.put("broker", e.getValue());
+            s.put("bundle", e.getKey());
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------------------------
+    /** The strategies' internal state, read by reflection (field names of Pulsar's classes). */
+    static void figures(Instances inst, ObjectNode oracle) {
+        ObjectNode f = oracle.putObject("figures");
+        for (Object s : new Object[] {inst.shedder, inst.placement}) {
+            if (s == null) {
+                continue;
+            }
+            for (String name : new String[] {"brokerAvgResourceUsage", "brokerAvgResourceUsageWithWeight",
+                    "brokerScoreMap", "brokerHitCountForHigh", "brokerHitCountForLow"}) {
+                Object v = readField(s, name);
+                if (v instanceof Map<?, ?> m) {
+                    ObjectNode o = f.putObject(name);
+                    new TreeMap<>(m).forEach((k, x) -> {
+                        if (x instanceof Number num) {
+                            o.put(String.valueOf(k), num.doubleValue());
+                        } else {
+                            o.put(String.valueOf(k), Double.parseDouble(String.valueOf(x)));
+                        }
+                    });
+                }
+            }
+        }
+    }
+
+    static void writeField(Object o, String name, Object value) throws Exception {
+        Field fld = o.getClass().getDeclaredField(name);
+        fld.setAccessible(true);
+        fld.set(o, value);
+    }
+
+    static Object readField(Object o, String name) {
+        for (Class<?> c = o.getClass(); c != null; c = c.getSuperclass()) {
+            try {
+                Field fld = c.getDeclaredField(name);
+                fld.setAccessible(true);
+                return fld.get(o);
+            } catch (NoSuchFieldException e) {
+                // try the superclass
+            } catch (IllegalAccessException e) {
+                return null;
+            }
+        }
+        return null;
+    }
+}
