@@ -44,3 +44,17 @@ def test_compare_per_tick_same_bundle_same_source() -> None:
     wrong_source = [Decision(tick, "UNLOAD", "lb/hot/0x60000000_0x70000000", "127.0.0.1:18083")]
     assert compare(leader[:1], wrong_source).matched == []
     assert "matched 2/3" in cmp.summary()
+
+
+def test_failed_split_retry_is_not_a_decision() -> None:
+    """Pulsar 4.0.7 on the live cluster: a second split check on not-yet-refreshed load data retried the bundle it
+    had just split; the admin call was refused ("Invalid upper boundary") and logged as a failed split."""
+    lines = [
+        "2026-11-25T20:40:26,089+0000 [pulsar-modular-load-manager-30-1] INFO  o.a.p.b.l.i.ModularLoadManagerImpl - Load-manager splitting bundle lb/hot/0x70000000_0x80000000 and unloading true",
+        "2026-11-25T20:40:30,492+0000 [pulsar-modular-load-manager-30-1] INFO  o.a.p.b.l.i.ModularLoadManagerImpl - Successfully split namespace bundle lb/hot/0x70000000_0x80000000",
+        "2026-11-25T20:40:30,555+0000 [pulsar-modular-load-manager-30-1] INFO  o.a.p.b.l.i.ModularLoadManagerImpl - Load-manager splitting bundle lb/hot/0x70000000_0x80000000 and unloading true",
+        "2026-11-25T20:40:30,754+0000 [pulsar-modular-load-manager-30-1] ERROR o.a.p.b.l.i.ModularLoadManagerImpl - Failed to split namespace bundle lb/hot/0x70000000_0x80000000",
+    ]
+    ds = parse_leader_log(lines)
+    assert [(d.action, d.outcome) for d in ds] == [("SPLIT", "succeeded")]
+    assert [d.outcome for d in parse_leader_log(lines, attempts=True)] == ["succeeded", "failed"]

@@ -44,7 +44,7 @@ def leader_decisions(dump: Path) -> list[Decision]:
                 if v is not None and d.bundle in (json.loads(v.path.read_bytes()).get("lastStats") or {}):
                     owners.append((v.mtime, broker))
             if owners:
-                d = Decision(d.at_ms, d.action, d.bundle, max(owners)[1], None, d.strategy, d.line)
+                d = Decision(d.at_ms, d.action, d.bundle, max(owners)[1], None, d.strategy, d.line, d.outcome)
         out.append(d)
     return out
 
@@ -128,7 +128,11 @@ def check(dump: Path, work: Path, cluster: str, broker_conf: Path | None, spark:
     spark = spark or get_spark(lake, master=master, conf={"spark.sql.shuffle.partitions": "2",
                                                           "spark.ui.enabled": "false"})
     leader = leader_decisions(dump)
+    log = dump / "leader-decisions.log"
+    failed = [d for d in parse_leader_log(log.read_text(encoding="utf-8").splitlines(), attempts=True)
+              if d.outcome == "failed"] if log.exists() else []
     report: dict[str, Any] = {"cluster": cluster, "leader_decisions": len(leader),
+                              "leader_failed_split_attempts": [f"{_iso(d.at_ms)} {d.bundle}" for d in failed],
                               "leader_unloads": sum(d.action == "UNLOAD" for d in leader),
                               "leader_splits": sum(d.action == "SPLIT" for d in leader)}
     dumped = ingest(spark, lake, dump, cluster)

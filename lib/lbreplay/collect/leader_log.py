@@ -4,7 +4,11 @@
 
 * ``doLoadShedding``: ``[ThresholdShedder] Unloading bundle: <bundle> from broker <broker> to dest broker <dest>``
   (the strategy's simple class name in brackets);
-* ``checkNamespaceBundleSplit``: ``Load-manager splitting bundle <bundle> and unloading <true|false>``.
+* ``checkNamespaceBundleSplit``: ``Load-manager splitting bundle <bundle> and unloading <true|false>``, then
+  ``Successfully split namespace bundle <bundle>`` or ``Failed to split namespace bundle <bundle>`` (e.g. a
+  second check on the same, not yet refreshed, load data retries a bundle already split: the admin call is
+  refused with "Invalid upper boundary"). A split attempt that failed is kept with ``outcome="failed"`` and is
+  not a decision the comparison counts.
 
 Lines may carry a prefix (e.g. the broker id the log came from) before the log4j timestamp. A decision's tick is
 its time truncated to the minute (UTC), as ``ingest`` truncates report times (``lbreplay.lake.ingest.tick_of``).
@@ -21,6 +25,7 @@ _TS = re.compile(r"(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2})[,.](\d{3})(Z|[+-]\
 _UNLOAD = re.compile(r"\[(?P<strategy>\w+)\] Unloading bundle: (?P<bundle>\S+) from broker (?P<source>\S+) "
                      r"to dest broker (?P<target>\S+)")
 _SPLIT = re.compile(r"Load-manager splitting bundle (?P<bundle>\S+) and unloading (?P<unload>\w+)")
+_SPLIT_OUTCOME = re.compile(r"(?P<outcome>Successfully|Failed to) split namespace bundle (?P<bundle>\S+)")
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,7 @@ class Decision:
     target: str | None = None
     strategy: str | None = None
     line: str = field(default="", compare=False)
+    outcome: str | None = field(default=None, compare=False)  # SPLIT: "succeeded" | "failed" | None (not logged)
 
     @property
     def tick_ms(self) -> int:
@@ -54,9 +60,11 @@ def _epoch_ms(m: re.Match[str]) -> int:
     return int(dt.timestamp() * 1000)
 
 
-def parse_leader_log(lines: Iterable[str]) -> list[Decision]:
-    """Every UNLOAD / SPLIT line, in time order (lines without a log4j timestamp are skipped)."""
-    out = []
+def parse_leader_log(lines: Iterable[str], attempts: bool = False) -> list[Decision]:
+    """Every UNLOAD / SPLIT decision in time order (lines without a log4j timestamp are skipped); a SPLIT's
+    ``outcome`` is taken from the next success / failure line for that bundle. Failed split attempts are left out
+    unless ``attempts``."""
+    out: list[Decision] = []
     for line in lines:
         m_ts = _TS.search(line)
         if not m_ts:
@@ -71,6 +79,17 @@ def parse_leader_log(lines: Iterable[str]) -> list[Decision]:
         m = _SPLIT.search(line)
         if m:
             out.append(Decision(at, "SPLIT", m.group("bundle"), None, None, None, line.rstrip("\n")))
+            continue
+        m = _SPLIT_OUTCOME.search(line)
+        if m:
+            pending = [i for i, d in enumerate(out)
+                       if d.action == "SPLIT" and d.bundle == m.group("bundle") and d.outcome is None]
+            if pending:
+                i = pending[-1]
+                d = out[i]
+                out[i] = Decision(d.at_ms, d.action, d.bundle, d.source, d.target, d.strategy, d.line,
+                                  "succeeded" if m.group("outcome") == "Successfully" else "failed")
+    out = [d for d in out if attempts or d.outcome != "failed"]
     return sorted(out, key=lambda d: (d.at_ms, d.action, d.bundle))
 
 
