@@ -116,7 +116,7 @@ def _iso(ms: int) -> str:
 
 
 def check(dump: Path, work: Path, cluster: str, broker_conf: Path | None, spark: Any = None,
-          master: str = "local[2]") -> dict[str, Any]:
+          master: str = "local[2]", lake: str | None = None) -> dict[str, Any]:
     """Run ingest -> validate -> replay --mode observed -> compare; returns the report (also written as JSON)."""
     from lbreplay.errors import LbReplayError
     from lbreplay.lake.ingest import ingest
@@ -124,7 +124,7 @@ def check(dump: Path, work: Path, cluster: str, broker_conf: Path | None, spark:
     from lbreplay.replay.spark_replay import replay_command
     from lbreplay.spark import get_spark
 
-    lake = str((work / "lake").resolve())
+    lake = lake or str((work / "lake").resolve())
     spark = spark or get_spark(lake, master=master, conf={"spark.sql.shuffle.partitions": "2",
                                                           "spark.ui.enabled": "false"})
     leader = leader_decisions(dump)
