@@ -62,7 +62,7 @@ wait "$(cat "$WORK/traffic.pid")" 2>/dev/null || true; rm -f "$WORK/traffic.pid"
 # the leader's decisions: every broker's load-balancer lines (whoever led when), broker id prefixed
 for f in "$RUN"/logs/broker-*.log; do
   b=$(basename "$f" .log); port=$((18080 + ${b#broker-}))
-  grep -E "Unloading bundle: |Load-manager splitting bundle|ModularLoadManagerImpl - (Successfully|Failed to) split namespace bundle|was elected leader|Acquired leadership|TransferShedder|UnloadManager|SplitManager" "$f" \
+  grep -E "Unloading bundle: |Load-manager splitting bundle|ModularLoadManagerImpl - (Successfully|Failed to) split namespace bundle|was elected leader|Acquired leadership|ThresholdShedder|TransferShedder|UnloadManager|SplitManager" "$f" \
     | grep -v "configs=" \
     | sed "s|^|127.0.0.1:$port |" || true
 done | sort -k2 > "$DUMP/leader-decisions.log"
