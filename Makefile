@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install warm demo test bench clean browser
+.PHONY: install warm demo test bench clean browser test-pulsar test-pulsar-trimmed
 
 $(STAMP): setup.cfg pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (Python 3.11)"; exit 1; }
@@ -31,6 +31,14 @@ test: warm browser
 browser:
 	@command -v chromium >/dev/null 2>&1 || { SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
 	  $$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
+
+# A real Pulsar cluster (Maven Central jars, needs java + mvn), recorded by `lbreplay collect` and audited:
+# the audit's UNLOAD/SPLIT decisions compared with the leader's log (scripts/pulsar/live-test.sh).
+test-pulsar: warm
+	PYTHON=$(abspath $(BIN))/python scripts/pulsar/live-test.sh --minutes 15
+
+test-pulsar-trimmed: warm
+	PYTHON=$(abspath $(BIN))/python scripts/pulsar/live-test.sh --minutes 8 --work build/pulsar/live-trimmed
 
 bench: install
 	$(BIN)/python bench/kernel_tick.py

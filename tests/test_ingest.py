@@ -147,6 +147,15 @@ def test_names_from_paths_and_urls() -> None:
     assert ing.bundle_from_path(Path("bundle-data/20230802T120245Z/public/default/0x00000000_0x20000000.json")) == (
         "public/default/0x00000000_0x20000000"
     )
+    # heartbeat namespaces (NamespaceService.getHeartbeatNamespace / V2): pulsar/<cluster>/<host:port>, pulsar/<host:port>
+    assert ing.bundle_from_path(Path("bundle-data/20230802T120245Z/pulsar/standalone/127.0.0.1_8080/"
+                                     "0x00000000_0xffffffff.json")) == "pulsar/standalone/127.0.0.1:8080/0x00000000_0xffffffff"
+    assert ing.bundle_from_path(Path("bundle-data/20230802T120245Z/pulsar/broker-1_8080/0x00000000_0xffffffff.json")) == (
+        "pulsar/broker-1:8080/0x00000000_0xffffffff"
+    )
+    assert ing.bundle_from_path(Path("bundle-data/x/pulsar/system/0x00000000_0x40000000.json")) == (
+        "pulsar/system/0x00000000_0x40000000"
+    )
     assert ing.split_bundle("a/b/0x00000000_0xffffffff") == ("a/b", 0, 0xFFFFFFFF)
     assert ing.split_bundle("a/b/not-a-range") == ("a/b", None, None)
 

@@ -57,6 +57,33 @@ def ingest(
 
 
 @app.command()
+def collect(
+    out: Path = typer.Option(..., "--out", help="Directory to record into (the layout `ingest --source` reads)."),
+    admin_url: list[str] = typer.Option([], "--admin-url", help="A broker's admin URL, e.g. http://broker-1:8080 (repeat)."),
+    metadata_store: Optional[str] = typer.Option(
+        None, "--metadata-store", help="Watch the load reports here: zk:host:2181[,host:2181][/chroot]."),
+    service_url: Optional[str] = typer.Option(
+        None, "--service-url", help="pulsar://host:6650: also read the extensible load manager's system topics."),
+    cluster: Optional[str] = typer.Option(None, "--cluster", help="Pulsar cluster name (default: the only one)."),
+    interval: float = typer.Option(60.0, "--interval", help="Seconds between admin API polls."),
+    duration: Optional[str] = typer.Option(None, "--duration", help="Stop after this long (e.g. 15m); default: until SIGTERM."),
+    auth_plugin: Optional[str] = typer.Option(None, "--auth-plugin", help="AuthenticationToken or AuthenticationTls class."),
+    auth_params: Optional[str] = typer.Option(
+        None, "--auth-params", help="token:<jwt> | file:///path/token | tlsCertFile:<p>,tlsKeyFile:<p> (never logged)."),
+    tls_trust_cert_path: Optional[str] = typer.Option(None, "--tls-trust-cert-path", help="CA bundle for https/pulsar+ssl."),
+    tls_allow_insecure: bool = typer.Option(False, "--tls-allow-insecure", help="Do not verify server certificates."),
+    quiet: bool = QuietOpt,
+) -> None:
+    """Record a live cluster's load-balancing state (every load-report version) for `ingest`."""
+    from lbreplay.collect.recorder import collect_command
+
+    collect_command(admin_urls=admin_url, metadata_store=metadata_store, service_url=service_url, out=str(out),
+                    cluster=cluster, interval=interval, duration=duration, auth_plugin=auth_plugin,
+                    auth_params=auth_params, tls_trust_cert_path=tls_trust_cert_path,
+                    tls_allow_insecure=tls_allow_insecure, quiet=quiet)
+
+
+@app.command()
 def validate(
     cluster: Optional[str] = typer.Option(None, "--cluster", help="Only this cluster (default: all)."),
     lake: str = LakeOpt,

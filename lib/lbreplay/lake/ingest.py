@@ -271,11 +271,25 @@ def broker_from_path(rel: Path, root: Path) -> str | None:
     return None
 
 
+def _host_port(part: str) -> str | None:
+    m = _BROKER_PART_RE.fullmatch(part)
+    return f"{m.group(1)}:{m.group(2)}" if m else None
+
+
 def bundle_from_path(rel: Path) -> str | None:
-    """``…/<tenant>/<namespace>/<0x%08x_0x%08x>[.json]`` -> ``tenant/namespace/0x…_0x…``."""
+    """``…/<tenant>/<namespace>/<0x%08x_0x%08x>[.json]`` -> ``tenant/namespace/0x…_0x…``.
+
+    Brokers' heartbeat namespaces keep their own shape (``NamespaceService.getHeartbeatNamespace`` /
+    ``getHeartbeatNamespaceV2``): ``…/pulsar/<cluster>/<host_port>/<range>`` -> ``pulsar/<cluster>/<host:port>/…``
+    and ``…/pulsar/<host_port>/<range>`` -> ``pulsar/<host:port>/…`` (``_`` stands for ``:`` in the path)."""
     parts = [*rel.parent.parts, rel.stem]
     for i in range(len(parts) - 1, 1, -1):
         if _RANGE_PART_RE.fullmatch(parts[i]):
+            broker = _host_port(parts[i - 1])
+            if broker and i >= 3 and parts[i - 3] == "pulsar":
+                return f"pulsar/{parts[i - 2]}/{broker}/{parts[i]}"
+            if broker and parts[i - 2] == "pulsar":
+                return f"pulsar/{broker}/{parts[i]}"
             return f"{parts[i - 2]}/{parts[i - 1]}/{parts[i]}"
     return None
 

@@ -1,0 +1,229 @@
+"""Does lbreplay's audit of a recorded cluster reproduce what its leader decided?
+
+``check(dump, work, cluster, broker_conf)`` runs the real pipeline in one Spark session -- ``ingest`` the
+recording, ``validate`` it, ``replay --mode observed --broker-conf`` -- and compares the audit's UNLOAD and SPLIT
+decisions with the leader's (``leader-decisions.log`` beside the dump, see :mod:`lbreplay.collect.leader_log`),
+per tick: same bundles from the same brokers. When today's validation refuses the raw recording, the report says
+which rules and rows, and the audit runs on the leader's view instead (:mod:`lbreplay.collect.leader_view`: the
+versions held at each shedding time, stale double claims dropped), so the comparison still happens and every
+difference is listed with the facts that explain it (the versions the leader held at its decision time, what the
+audit's tick held, whether the audit made the same decision at a neighbouring tick).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+from dataclasses import asdict
+from datetime import UTC
+from pathlib import Path
+from typing import Any
+
+from lbreplay.collect.leader_log import Comparison, Decision, compare, parse_leader_log
+from lbreplay.collect.leader_view import (
+    held_at,
+    recorded_versions,
+    shedding_phase_ms,
+    write_leader_view,
+)
+
+
+def leader_decisions(dump: Path) -> list[Decision]:
+    """The leader's decisions; a SPLIT's source is the broker whose report held the bundle at that time."""
+    log = dump / "leader-decisions.log"
+    decisions = parse_leader_log(log.read_text(encoding="utf-8").splitlines()) if log.exists() else []
+    brokers = recorded_versions(dump, "brokers")
+    out = []
+    for d in decisions:
+        if d.action == "SPLIT" and d.source is None:
+            owners = []
+            for broker, versions in brokers.items():
+                v = held_at(versions, d.at_ms)
+                if v is not None and d.bundle in (json.loads(v.path.read_bytes()).get("lastStats") or {}):
+                    owners.append((v.mtime, broker))
+            if owners:
+                d = Decision(d.at_ms, d.action, d.bundle, max(owners)[1], None, d.strategy, d.line, d.outcome)
+        out.append(d)
+    return out
+
+
+def _held(dump: Path, t: int) -> dict[str, Any]:
+    """Per broker: the report version the leader held at ``t`` and its age."""
+    out = {}
+    for broker, versions in recorded_versions(dump, "brokers").items():
+        v = held_at(versions, t)
+        if v is not None:
+            out[broker] = {"version": v.version, "mtime": v.mtime, "age_s": round((t - v.mtime) / 1000, 1)}
+    return out
+
+
+def audit_decisions(spark: Any, lake: str, run_id: str) -> list[Decision]:
+    from pyspark.sql import functions as F
+
+    from lbreplay.lake.tables import table_location
+
+    rows = (spark.read.format("delta").load(table_location(lake, "decisions"))
+            .where((F.col("run_id") == run_id) & F.col("action").isin("UNLOAD", "SPLIT", "TRANSFER"))
+            .orderBy("seq").collect())
+    return [Decision(int(r["ts"].timestamp() * 1000), "UNLOAD" if r["action"] == "TRANSFER" else r["action"],
+                     r["bundle"], r["source_broker"], r["target_broker"], r["strategy"], r["reason"] or "")
+            for r in rows]
+
+
+def _bundle_rows(spark: Any, lake: str, cluster: str, ts_ms: int, bundle: str) -> list[str]:
+    from pyspark.sql import functions as F
+
+    from lbreplay.lake.tables import table_location
+
+    rows = (spark.read.format("delta").load(table_location(lake, "bundle_load"))
+            .where((F.col("cluster") == cluster) & (F.col("bundle") == bundle)
+                   & (F.col("ts") == F.from_unixtime(F.lit(ts_ms // 1000)).cast("timestamp")))
+            .select("broker").collect())
+    return sorted(r["broker"] for r in rows)
+
+
+def explain(spark: Any, lake: str, cluster: str, dump: Path, cmp: Comparison, ticks: list[int]) -> list[dict[str, Any]]:
+    """One entry per difference with the facts that explain it."""
+    out = []
+    near = {id(d): a for d, a in cmp.near}
+    for side, items in (("leader-only", cmp.leader_only), ("audit-only", cmp.audit_only)):
+        for d in items:
+            facts: dict[str, Any] = {"side": side, "decision": {k: v for k, v in asdict(d).items() if k != "line"},
+                                     "tick": _iso(d.tick_ms)}
+            if ticks and not ticks[0] <= d.tick_ms <= ticks[-1]:
+                facts["cause"] = "outside the audited ticks"
+            if side == "leader-only" and id(d) in near:
+                a = near[id(d)]
+                facts["audit_same_decision_at"] = _iso(a.tick_ms)
+            if side == "audit-only":
+                twin = next((ld for ld, _a in cmp.near if _a is d), None)
+                if twin is not None:
+                    facts["leader_same_decision_at"] = _iso(twin.at_ms)
+            facts["leader_held_at_decision"] = _held(dump, d.at_ms)
+            facts["audit_tick_bundle_owners"] = _bundle_rows(spark, lake, cluster, d.tick_ms, d.bundle)
+            if d.line:
+                facts["log"] = d.line[-300:]
+            out.append(facts)
+    return out
+
+
+def _iso(ms: int) -> str:
+    from datetime import datetime
+
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def check(dump: Path, work: Path, cluster: str, broker_conf: Path | None, spark: Any = None,
+          master: str = "local[2]", lake: str | None = None) -> dict[str, Any]:
+    """Run ingest -> validate -> replay --mode observed -> compare; returns the report (also written as JSON)."""
+    from lbreplay.errors import LbReplayError
+    from lbreplay.lake.ingest import ingest
+    from lbreplay.lake.validation import validate
+    from lbreplay.replay.spark_replay import replay_command
+    from lbreplay.spark import get_spark
+
+    lake = lake or str((work / "lake").resolve())
+    spark = spark or get_spark(lake, master=master, conf={"spark.sql.shuffle.partitions": "2",
+                                                          "spark.ui.enabled": "false"})
+    leader = leader_decisions(dump)
+    log = dump / "leader-decisions.log"
+    failed = [d for d in parse_leader_log(log.read_text(encoding="utf-8").splitlines(), attempts=True)
+              if d.outcome == "failed"] if log.exists() else []
+    report: dict[str, Any] = {"cluster": cluster, "leader_decisions": len(leader),
+                              "leader_failed_split_attempts": [f"{_iso(d.at_ms)} {d.bundle}" for d in failed],
+                              "leader_unloads": sum(d.action == "UNLOAD" for d in leader),
+                              "leader_splits": sum(d.action == "SPLIT" for d in leader)}
+    dumped = ingest(spark, lake, dump, cluster)
+    report["raw"] = {"files": dumped.files, "reports": dumped.reports, "ticks": dumped.ticks,
+                     "rows": {k: len(v) for k, v in dumped.rows.items()}}
+    raw = validate(spark, lake, cluster)
+    report["raw"]["validation_passed"] = raw.passed
+    report["raw"]["validation"] = raw.details()
+    audited = cluster
+    if not raw.passed:
+        view = work / "leader-view"
+        shutil.rmtree(view, ignore_errors=True)
+        phase = shedding_phase_ms([d.at_ms for d in leader])
+        stats = write_leader_view(dump, view, phase)
+        audited = f"{cluster}-leader-view"
+        vd = ingest(spark, lake, view, audited)
+        vv = validate(spark, lake, audited)
+        report["leader_view"] = {"phase_ms": phase, "ticks": stats.ticks, "rows": {k: len(v) for k, v in vd.rows.items()},
+                                 "stale_claims_dropped": len(stats.stale_claims_dropped),
+                                 "stale_claims": stats.stale_claims_dropped[:50],
+                                 "validation_passed": vv.passed, "validation": vv.details()}
+        if not vv.passed:
+            report["result"] = "not audited: validation refuses both the raw recording and the leader's view"
+            _write(work, report)
+            return report
+    buf = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(buf):
+            replay_command(audited, None, str(broker_conf) if broker_conf else None, [], "observed", None, None,
+                           lake, None, True, window=(None, None))
+    except LbReplayError as exc:
+        report["result"] = f"replay refused: {exc}"
+        _write(work, report)
+        return report
+    run_id = buf.getvalue().strip().splitlines()[-1]
+    audit = audit_decisions(spark, lake, run_id)
+    from pyspark.sql import functions as F
+
+    from lbreplay.lake.tables import table_location
+
+    ticks = sorted({int(r["ts"].timestamp() * 1000) for r in spark.read.format("delta").load(
+        table_location(lake, "broker_load")).where(F.col("cluster") == audited).select("ts").distinct().collect()})
+    cmp = compare(leader, audit)
+    report.update(run_id=run_id, audited_cluster=audited, audit_decisions=len(audit),
+                  audit_unloads=sum(d.action == "UNLOAD" for d in audit),
+                  audit_splits=sum(d.action == "SPLIT" for d in audit),
+                  matched=len(cmp.matched), agreement=round(cmp.agreement, 4), summary=cmp.summary(),
+                  matched_decisions=[{"tick": _iso(d.tick_ms), "action": d.action, "bundle": d.bundle,
+                                      "source": d.source, "leader_target": d.target, "audit_target": a.target}
+                                     for d, a in cmp.matched],
+                  differences=explain(spark, lake, audited, dump, cmp, ticks),
+                  audited_ticks=[_iso(ticks[0]), _iso(ticks[-1])] if ticks else [])
+    report["result"] = "compared"
+    _write(work, report)
+    return report
+
+
+def _write(work: Path, report: dict[str, Any]) -> None:
+    from lbreplay.collect.layout import atomic_write_json
+
+    atomic_write_json(work / "report" / "comparison.json", report)
+
+
+def render(report: dict[str, Any]) -> str:
+    """The report as text: figures first, then every difference."""
+    lines = [f"leader: {report['leader_decisions']} decisions ({report['leader_unloads']} unloads, "
+             f"{report['leader_splits']} splits)"]
+    raw = report.get("raw", {})
+    lines.append(f"raw recording: {raw.get('files')} files, {raw.get('ticks')} ticks; validation "
+                 f"{'passed' if raw.get('validation_passed') else 'FAILED'}")
+    lines += [f"  {x}" for x in raw.get("validation", [])[:20]]
+    if "leader_view" in report:
+        lv = report["leader_view"]
+        lines.append(f"leader's view (shedding phase {lv['phase_ms'] / 1000:.3f} s in the minute): {lv['ticks']} ticks, "
+                     f"{lv['stale_claims_dropped']} stale double claims dropped; validation "
+                     f"{'passed' if lv['validation_passed'] else 'FAILED'}")
+        lines += [f"  {x}" for x in lv.get("validation", [])[:20]]
+    lines.append(f"result: {report.get('result')}")
+    if report.get("result") == "compared":
+        lines.append(f"audit run {report['run_id']} on {report['audited_cluster']} {report['audited_ticks']}: "
+                     + f"{report['audit_decisions']} decisions ({report['audit_unloads']} unloads, "
+                     f"{report['audit_splits']} splits)")
+        lines.append(f"AGREEMENT: {report['summary']}")
+        for m in report["matched_decisions"]:
+            lines.append(f"  = {m['tick']} {m['action']} {m['bundle']} from {m['source']}")
+        for d in report["differences"]:
+            dec = d["decision"]
+            lines.append(f"  {'-' if d['side'] == 'leader-only' else '+'} [{d['side']}] {d['tick']} {dec['action']} "
+                         f"{dec['bundle']} from {dec['source']} to {dec['target']}")
+            for k in ("cause", "audit_same_decision_at", "leader_same_decision_at", "audit_tick_bundle_owners",
+                      "leader_held_at_decision"):
+                if k in d:
+                    lines.append(f"      {k}: {json.dumps(d[k])}")
+    return "\n".join(lines)

@@ -1,0 +1,138 @@
+"""The leader's real decisions, from its log, and their comparison with an audit's decisions.
+
+``ModularLoadManagerImpl`` logs each decision of a shedding or split cycle at INFO:
+
+* ``doLoadShedding``: ``[ThresholdShedder] Unloading bundle: <bundle> from broker <broker> to dest broker <dest>``
+  (the strategy's simple class name in brackets);
+* ``checkNamespaceBundleSplit``: ``Load-manager splitting bundle <bundle> and unloading <true|false>``, then
+  ``Successfully split namespace bundle <bundle>`` or ``Failed to split namespace bundle <bundle>`` (e.g. a
+  second check on the same, not yet refreshed, load data retries a bundle already split: the admin call is
+  refused with "Invalid upper boundary"). A split attempt that failed is kept with ``outcome="failed"`` and is
+  not a decision the comparison counts.
+
+Lines may carry a prefix (e.g. the broker id the log came from) before the log4j timestamp. A decision's tick is
+its time truncated to the minute (UTC), as ``ingest`` truncates report times (``lbreplay.lake.ingest.tick_of``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+_TS = re.compile(r"(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2})[,.](\d{3})(Z|[+-]\d{2}:?\d{2})?")
+_UNLOAD = re.compile(r"\[(?P<strategy>\w+)\] Unloading bundle: (?P<bundle>\S+) from broker (?P<source>\S+) "
+                     r"to dest broker (?P<target>\S+)")
+_SPLIT = re.compile(r"Load-manager splitting bundle (?P<bundle>\S+) and unloading (?P<unload>\w+)")
+_SPLIT_OUTCOME = re.compile(r"(?P<outcome>Successfully|Failed to) split namespace bundle (?P<bundle>\S+)")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One UNLOAD or SPLIT: when (epoch ms), what, from which broker (SPLIT: the owner, when known)."""
+
+    at_ms: int
+    action: str
+    bundle: str
+    source: str | None
+    target: str | None = None
+    strategy: str | None = None
+    line: str = field(default="", compare=False)
+    outcome: str | None = field(default=None, compare=False)  # SPLIT: "succeeded" | "failed" | None (not logged)
+
+    @property
+    def tick_ms(self) -> int:
+        return self.at_ms // 60_000 * 60_000
+
+    def key(self) -> tuple[str, str, str | None]:
+        return self.action, self.bundle, self.source
+
+
+def _epoch_ms(m: re.Match[str]) -> int:
+    date, clock, millis, zone = m.groups()
+    text = f"{date}T{clock}.{millis}"
+    if zone and zone != "Z":
+        zone = zone if ":" in zone else f"{zone[:3]}:{zone[3:]}"
+        dt = datetime.fromisoformat(text + zone)
+    else:
+        dt = datetime.fromisoformat(text).replace(tzinfo=UTC)
+    return int(dt.timestamp() * 1000)
+
+
+def parse_leader_log(lines: Iterable[str], attempts: bool = False) -> list[Decision]:
+    """Every UNLOAD / SPLIT decision in time order (lines without a log4j timestamp are skipped); a SPLIT's
+    ``outcome`` is taken from the next success / failure line for that bundle. Failed split attempts are left out
+    unless ``attempts``."""
+    out: list[Decision] = []
+    for line in lines:
+        m_ts = _TS.search(line)
+        if not m_ts:
+            continue
+        at = _epoch_ms(m_ts)
+        m = _UNLOAD.search(line)
+        if m:
+            target = m.group("target")
+            out.append(Decision(at, "UNLOAD", m.group("bundle"), m.group("source"),
+                                None if target in ("null", "") else target, m.group("strategy"), line.rstrip("\n")))
+            continue
+        m = _SPLIT.search(line)
+        if m:
+            out.append(Decision(at, "SPLIT", m.group("bundle"), None, None, None, line.rstrip("\n")))
+            continue
+        m = _SPLIT_OUTCOME.search(line)
+        if m:
+            pending = [i for i, d in enumerate(out)
+                       if d.action == "SPLIT" and d.bundle == m.group("bundle") and d.outcome is None]
+            if pending:
+                i = pending[-1]
+                d = out[i]
+                out[i] = Decision(d.at_ms, d.action, d.bundle, d.source, d.target, d.strategy, d.line,
+                                  "succeeded" if m.group("outcome") == "Successfully" else "failed")
+    out = [d for d in out if attempts or d.outcome != "failed"]
+    return sorted(out, key=lambda d: (d.at_ms, d.action, d.bundle))
+
+
+@dataclass
+class Comparison:
+    """Per tick, the leader's decisions matched to the audit's (same action, bundle, source broker)."""
+
+    matched: list[tuple[Decision, Decision]]
+    leader_only: list[Decision]
+    audit_only: list[Decision]
+    near: list[tuple[Decision, Decision]]  # same decision, a different tick (listed also as leader/audit-only)
+
+    @property
+    def agreement(self) -> float:
+        total = len(self.matched) + len(self.leader_only)
+        return len(self.matched) / total if total else 1.0
+
+    def summary(self) -> str:
+        total = len(self.matched) + len(self.leader_only)
+        return (f"matched {len(self.matched)}/{total} of the leader's decisions ({100 * self.agreement:.0f} %), "
+                f"{len(self.leader_only)} the audit missed, {len(self.audit_only)} the leader never made")
+
+
+def compare(leader: list[Decision], audit: list[Decision], actions: tuple[str, ...] = ("UNLOAD", "SPLIT"),
+            near_ticks: int = 2) -> Comparison:
+    """Match per tick on (action, bundle, source); a SPLIT whose source the log does not name matches on bundle."""
+    lead = [d for d in leader if d.action in actions]
+    aud = [d for d in audit if d.action in actions]
+    left = list(aud)
+    matched, leader_only = [], []
+    for d in lead:
+        hit = next((a for a in left if a.tick_ms == d.tick_ms and a.action == d.action and a.bundle == d.bundle
+                    and (d.source is None or a.source == d.source)), None)
+        if hit is None:
+            leader_only.append(d)
+        else:
+            left.remove(hit)
+            matched.append((d, hit))
+    near = []
+    for d in leader_only:
+        a = next((a for a in left if a.action == d.action and a.bundle == d.bundle
+                  and (d.source is None or a.source == d.source)
+                  and abs(a.tick_ms - d.tick_ms) <= near_ticks * 60_000), None)
+        if a is not None:
+            near.append((d, a))
+    return Comparison(matched, leader_only, left, near)

@@ -1,0 +1,158 @@
+"""The leader's view at each shedding time, rebuilt from a ``collect`` recording (every znode version).
+
+``ModularLoadManagerImpl`` sheds and splits on its in-memory ``LoadData``: for each broker the latest
+``/loadbalance/brokers/<broker>`` version it has read, for each bundle the latest ``BundleData``. Pulsar's
+shedding task runs at a fixed rate (``loadBalancerSheddingIntervalMinutes``) from the moment the broker became
+leader, so all its cycles share one phase within the minute; the decisions in the leader's log give it.
+
+:func:`write_leader_view` writes, for each minute of the recording, the versions held at that minute's shedding
+time, each broker report stamped with that time (its own ``lastUpdate`` kept in ``recordedLastUpdate``), so the
+one-report-per-broker-per-minute ticks that ``ingest`` builds are exactly the leader's views. A bundle listed by
+two brokers (the old owner's report still lists a bundle just unloaded or split) or overlapping another's range is
+kept only in the most recently written report -- the newest claim, the one the leader's ownership follows. This
+is an interim adapter for today's validation (one owner per bundle, tiled ranges); its counts of dropped stale
+claims are returned so a comparison can say what it changed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lbreplay.collect.layout import (
+    atomic_write_json,
+    read_json_lines,
+    safe_part,
+    version_file,
+)
+from lbreplay.kernel.naming import parse_range
+
+
+@dataclass(frozen=True)
+class Version:
+    mtime: int
+    version: int
+    path: Path
+
+
+@dataclass
+class ViewStats:
+    ticks: int = 0
+    stale_claims_dropped: list[dict[str, Any]] = field(default_factory=list)
+    missing_brokers: list[dict[str, Any]] = field(default_factory=list)
+
+
+def recorded_versions(dump: Path, kind: str) -> dict[str, list[Version]]:
+    """name -> versions in mtime order, from ``collect/metadata-versions.jsonl`` (the files it names)."""
+    prefix = f"/loadbalance/{kind}/"
+    out: dict[str, list[Version]] = {}
+    for rec in read_json_lines(dump / "collect" / "metadata-versions.jsonl"):
+        if rec.get("event") == "version" and rec.get("file") and rec["path"].startswith(prefix):
+            out.setdefault(rec["path"][len(prefix):], []).append(
+                Version(int(rec["mtime"]), int(rec["version"]), dump / rec["file"]))
+    for v in out.values():
+        v.sort(key=lambda x: (x.mtime, x.version))
+    return out
+
+
+def deletions(dump: Path, kind: str) -> dict[str, list[int]]:
+    """name -> times its znode was seen deleted (a broker gone, the bundle data of an unloaded or split bundle)."""
+    prefix = f"/loadbalance/{kind}/"
+    out: dict[str, list[int]] = {}
+    for rec in read_json_lines(dump / "collect" / "metadata-versions.jsonl"):
+        if rec.get("event") in ("absent", "deleted") and rec.get("path", "").startswith(prefix):
+            out.setdefault(rec["path"][len(prefix):], []).append(int(rec["at"]))
+    return out
+
+
+def held_at(versions: list[Version], t: int) -> Version | None:
+    """The latest version written at or before ``t``."""
+    best = None
+    for v in versions:
+        if v.mtime <= t:
+            best = v
+        else:
+            break
+    return best
+
+
+def shedding_phase_ms(decision_times_ms: list[int], default_ms: int = 30_000) -> int:
+    """The millisecond-in-minute of the leader's shedding cycles (the median phase of its decisions)."""
+    if not decision_times_ms:
+        return default_ms
+    phases = sorted(t % 60_000 for t in decision_times_ms)
+    return phases[len(phases) // 2]
+
+
+def _overlaps(a: tuple[int | None, int | None], b: tuple[int | None, int | None]) -> bool:
+    if None in a or None in b:
+        return False
+    return a[0] < b[1] and b[0] < a[1]  # type: ignore[operator]
+
+
+def _split_name(bundle: str) -> tuple[str, tuple[int | None, int | None]]:
+    ns, _, rng = bundle.rpartition("/")
+    try:
+        lo, hi = parse_range(rng)
+    except Exception:  # noqa: BLE001 -- a malformed name is left to validation
+        return ns, (None, None)
+    return ns, (lo, hi)
+
+
+def write_leader_view(dump: Path, out: Path, phase_ms: int, first_ms: int | None = None,
+                      last_ms: int | None = None) -> ViewStats:
+    """Write the leader's view at ``minute + phase_ms`` for every minute of the recording (see module doc)."""
+    brokers = recorded_versions(dump, "brokers")
+    bundle_data = recorded_versions(dump, "bundle-data")
+    tabd = recorded_versions(dump, "broker-time-average")
+    gone = {kind: deletions(dump, kind) for kind in ("brokers", "bundle-data", "broker-time-average")}
+    all_times = [v.mtime for vs in brokers.values() for v in vs]
+    if not all_times:
+        return ViewStats()
+    start = (first_ms if first_ms is not None else min(all_times)) // 60_000 * 60_000
+    end = (last_ms if last_ms is not None else max(all_times)) // 60_000 * 60_000
+    stats = ViewStats()
+    for minute in range(start, end + 60_000, 60_000):
+        t = minute + phase_ms
+        docs: dict[str, tuple[Version, dict[str, Any]]] = {}
+        for broker, versions in brokers.items():
+            v = held_at(versions, t)
+            if v is None:
+                continue
+            if any(v.mtime < g <= t for g in gone["brokers"].get(broker, [])):
+                stats.missing_brokers.append({"t": t, "broker": broker, "why": "node deleted before t"})
+                continue
+            docs[broker] = (v, json.loads(v.path.read_bytes()))
+        if not docs:
+            continue
+        # newest claim wins: walk reports newest first, drop bundles already claimed (same name or overlapping)
+        claimed: list[tuple[str, tuple[int | None, int | None], str, str]] = []  # (ns, range, bundle, broker)
+        for broker, (v, doc) in sorted(docs.items(), key=lambda kv: -kv[1][0].mtime):
+            stats_map = doc.get("lastStats") or {}
+            for bundle in sorted(stats_map):
+                ns, rng = _split_name(bundle)
+                owner = next((c[3] for c in claimed
+                              if c[2] == bundle or (c[0] == ns and _overlaps(c[1], rng))), None)
+                if owner is not None:
+                    del stats_map[bundle]
+                    stats.stale_claims_dropped.append({"t": t, "bundle": bundle, "stale_in": broker,
+                                                       "kept_in": owner, "stale_mtime": v.mtime})
+                else:
+                    claimed.append((ns, rng, bundle, broker))
+            doc["recordedLastUpdate"] = doc.get("lastUpdate")
+            doc["lastUpdate"] = t
+            doc["numBundles"] = len(stats_map)
+            target = out / "loadbalance" / "brokers" / safe_part(broker) / version_file(t, v.version)
+            atomic_write_json(target, doc)
+        for kind, table in (("bundle-data", bundle_data), ("broker-time-average", tabd)):
+            for name, versions in table.items():
+                v = held_at(versions, t)
+                if v is None or any(v.mtime < g <= t for g in gone[kind].get(name, [])):
+                    continue
+                sub = Path(*[safe_part(p) for p in name.split("/")])
+                atomic_write_json(out / "loadbalance" / kind / sub / version_file(t, v.version),
+                                  json.loads(v.path.read_bytes()))
+        stats.ticks += 1
+    return stats

@@ -1,0 +1,34 @@
+"""Ingest a `lbreplay collect` recording, validate it, audit it (replay --mode observed with the brokers'
+broker.conf) and compare the audit's UNLOAD / SPLIT decisions with the leader's logged ones, per tick.
+
+usage: python scripts/pulsar/compare_leader.py --dump DIR --work DIR [--cluster NAME] [--require 0.95]
+Exit 0 when the agreement reaches --require (default 0.95) with no unexplained difference, else 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from lbreplay.collect.audit_check import check, render
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dump", type=Path, required=True)
+    ap.add_argument("--work", type=Path, required=True)
+    ap.add_argument("--cluster", default="live")
+    ap.add_argument("--broker-conf", type=Path, default=None, help="default: DUMP/broker.conf")
+    ap.add_argument("--require", type=float, default=0.95)
+    a = ap.parse_args()
+    conf = a.broker_conf or (a.dump / "broker.conf")
+    report = check(a.dump, a.work, a.cluster, conf if conf.exists() else None)
+    print(render(report))
+    print(f"report: {a.work / 'report' / 'comparison.json'}")
+    ok = report.get("result") == "compared" and report["agreement"] >= a.require
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

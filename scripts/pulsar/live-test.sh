@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The live end-to-end test (`make test-pulsar`, trimmed: `make test-pulsar-trimmed`):
+#   start a real cluster (start-cluster.sh), record it with `lbreplay collect` while skewed producer traffic runs
+#   (traffic.py), stop everything by PID, keep the leader's decision lines, then ingest, validate, replay
+#   --mode observed with the brokers' broker.conf and compare the audit with the leader (compare_leader.py).
+# usage: scripts/pulsar/live-test.sh [--minutes 15] [--brokers 3] [--work DIR] [--load-manager modular]
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+MINUTES=15; BROKERS=3; WORK="$ROOT/build/pulsar/live"; LM=modular
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --minutes) MINUTES="$2"; shift 2 ;;
+    --brokers) BROKERS="$2"; shift 2 ;;
+    --work) WORK="$2"; shift 2 ;;
+    --load-manager) LM="$2"; shift 2 ;;
+    *) echo "live-test: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+WORK="$(mkdir -p "$WORK" && cd "$WORK" && pwd)"
+PY="${PYTHON:-$ROOT/.venv/bin/python}"
+LBREPLAY=("$PY" -m lbreplay.cli)
+RUN="$WORK/run"; DUMP="$WORK/dump"
+rm -rf "$DUMP" "$WORK/lake" "$WORK/report"; mkdir -p "$WORK" "$DUMP"
+cleanup() {  # stop every process this script started, by PID (never fails: runs from the EXIT trap)
+  set +e
+  for p in traffic collect; do
+    f="$WORK/$p.pid"; [ -f "$f" ] || continue
+    pid=$(cat "$f"); kill -TERM "$pid" 2>/dev/null
+    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+    kill -KILL "$pid" 2>/dev/null; rm -f "$f"
+  done
+  "$HERE/stop-cluster.sh" --run-dir "$RUN"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT HUP
+T0=$(date +%s)
+"$HERE/start-cluster.sh" --run-dir "$RUN" --brokers "$BROKERS" --load-manager "$LM"
+ADMIN=(); for u in $(cat "$RUN/admin-urls.txt"); do ADMIN+=(--admin-url "$u"); done
+EXT=(); [ "$LM" = extensible ] && EXT=(--service-url pulsar://127.0.0.1:16651)
+"${LBREPLAY[@]}" collect --out "$DUMP" "${ADMIN[@]}" "${EXT[@]}" --metadata-store "$(cat "$RUN/metadata-store.txt")" \
+  --cluster "$(cat "$RUN/cluster.txt")" --interval 60 --duration "$((MINUTES + 1))m" > "$WORK/collect.log" 2>&1 &
+echo $! > "$WORK/collect.pid"
+sleep 5
+"$PY" "$HERE/traffic.py" --admin-url "$(head -1 "$RUN/admin-urls.txt")" --service-url pulsar://127.0.0.1:16651 \
+  --cluster "$(cat "$RUN/cluster.txt")" > "$WORK/traffic.log" 2>&1 &
+echo $! > "$WORK/traffic.pid"
+echo "live-test: recording $MINUTES min (+1) into $DUMP (collect log: $WORK/collect.log)"
+# resource use of the cluster, sampled once a minute (RSS MiB and CPU seconds per process)
+while kill -0 "$(cat "$WORK/collect.pid")" 2>/dev/null; do
+  for f in "$RUN"/pids/*.pid; do
+    pid=$(cat "$f"); n=$(basename "$f" .pid)
+    [ -r "/proc/$pid/stat" ] && awk -v n="$n" -v t="$(date +%s)" -v hz="$(getconf CLK_TCK)" \
+      '{ printf "%s %s cpu_s=%.1f\n", t, n, ($14+$15)/hz }' "/proc/$pid/stat" && \
+      awk -v n="$n" '/VmRSS/ { printf "  %s rss_mib=%d\n", n, $2/1024 }' "/proc/$pid/status"
+  done >> "$WORK/resources.log"
+  sleep 60 & wait $!
+done
+wait "$(cat "$WORK/collect.pid")" 2>/dev/null || true; rm -f "$WORK/collect.pid"
+kill -TERM "$(cat "$WORK/traffic.pid")" 2>/dev/null || true
+wait "$(cat "$WORK/traffic.pid")" 2>/dev/null || true; rm -f "$WORK/traffic.pid"
+# the leader's decisions: every broker's load-balancer lines (whoever led when), broker id prefixed
+for f in "$RUN"/logs/broker-*.log; do
+  b=$(basename "$f" .log); port=$((18080 + ${b#broker-}))
+  grep -E "Unloading bundle: |Load-manager splitting bundle|ModularLoadManagerImpl - (Successfully|Failed to) split namespace bundle|was elected leader|Acquired leadership|ThresholdShedder|TransferShedder|UnloadManager|SplitManager" "$f" \
+    | grep -v "configs=" \
+    | sed "s|^|127.0.0.1:$port |" || true
+done | sort -k2 > "$DUMP/leader-decisions.log"
+cp "$RUN/conf/broker.conf" "$DUMP/broker.conf"
+cat "$RUN/startup-seconds.txt" > "$WORK/startup-seconds.txt"
+cleanup; trap - EXIT
+echo "live-test: cluster stopped; recorded $(find "$DUMP" -name '*.json' | wc -l) files in $(( $(date +%s) - T0 )) s"
+"$PY" "$HERE/compare_leader.py" --dump "$DUMP" --work "$WORK" --cluster live

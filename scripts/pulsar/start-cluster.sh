@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# Start a small real Pulsar cluster on 127.0.0.1 from the Maven Central jars (see README "Record your cluster"):
+#   one JVM with ZooKeeper + one bookie (PulsarStandaloneStarter --no-broker), the cluster metadata
+#   (PulsarClusterMetadataSetup), then N PulsarBrokerStarter JVMs (-Xmx512m), each with its own ports, data
+#   and log, and -- where the kernel's cgroups are writable -- its own cgroup with a CPU quota, so each broker
+#   reports its own CPU usage and limit (LinuxInfoUtils reads the JVM's container metrics) as one broker per
+#   container would. Every PID goes to RUN_DIR/pids/<name>.pid; scripts/pulsar/stop-cluster.sh stops them.
+#
+# usage: scripts/pulsar/start-cluster.sh [--run-dir DIR] [--brokers N] [--load-manager modular|extensible]
+#            [--cpu-quota CORES] [--cluster NAME] [--port-offset K]
+# Prints the admin URLs, the metadata store and the broker.conf the brokers ran.
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+RUN_DIR="$ROOT/build/pulsar/run"
+BROKERS=3
+LOAD_MANAGER=modular
+CPU_QUOTA=0.5
+CLUSTER=lbreplay-live
+OFFSET=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --run-dir) RUN_DIR="$2"; shift 2 ;;
+    --brokers) BROKERS="$2"; shift 2 ;;
+    --load-manager) LOAD_MANAGER="$2"; shift 2 ;;
+    --cpu-quota) CPU_QUOTA="$2"; shift 2 ;;
+    --cluster) CLUSTER="$2"; shift 2 ;;
+    --port-offset) OFFSET="$2"; shift 2 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "start-cluster: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+ZK_PORT=$((12181 + OFFSET)); BK_PORT=$((13181 + OFFSET))
+RUN_DIR="$(mkdir -p "$RUN_DIR" && cd "$RUN_DIR" && pwd)"
+if ls "$RUN_DIR"/pids/*.pid >/dev/null 2>&1; then
+  echo "start-cluster: $RUN_DIR/pids holds PIDs of a running cluster; run stop-cluster.sh --run-dir $RUN_DIR first" >&2
+  exit 1
+fi
+rm -rf "$RUN_DIR"; mkdir -p "$RUN_DIR"/{pids,logs,conf,data}
+T0=$(date +%s)
+# on any failure: stop what was started (by PID), keep the logs
+trap 'st=$?; [ $st -ne 0 ] && { echo "start-cluster: failed; stopping what started (logs in $RUN_DIR/logs)" >&2; "$HERE/stop-cluster.sh" --run-dir "$RUN_DIR" >&2; }; exit $st' EXIT
+
+"$HERE/jars.sh" >/dev/null 2>"$RUN_DIR/logs/jars.err" || { cat "$RUN_DIR/logs/jars.err" >&2; exit 1; }
+JARS="$ROOT/build/pulsar/lib"
+JAVA_OPTS=(-XX:+UseG1GC -XX:+ExitOnOutOfMemoryError -Djava.net.preferIPv4Stack=true
+  --add-opens java.base/java.nio=ALL-UNNAMED --add-opens java.base/sun.nio.ch=ALL-UNNAMED
+  --add-opens java.base/jdk.internal.misc=ALL-UNNAMED --add-opens java.base/sun.net=ALL-UNNAMED
+  --add-opens java.management/sun.management=ALL-UNNAMED
+  --add-opens jdk.management/com.sun.management.internal=ALL-UNNAMED
+  --add-opens java.base/jdk.internal.platform=ALL-UNNAMED
+  -Dio.netty.tryReflectionSetAccessible=true
+  -Dlog4j.configurationFile="$HERE/log4j2.xml" -Dlog4j2.contextSelector=org.apache.logging.log4j.core.selector.ClassLoaderContextSelector
+  -cp "$JARS/*")
+
+wait_http() {  # url seconds pid
+  local i
+  for ((i = 0; i < $2; i++)); do
+    curl -fsS -o /dev/null "$1" 2>/dev/null && return 0
+    kill -0 "$3" 2>/dev/null || { echo "start-cluster: process $3 died (see $RUN_DIR/logs)" >&2; return 1; }
+    sleep 1
+  done
+  echo "start-cluster: $1 not up after $2 s" >&2; return 1
+}
+wait_port() {  # port seconds pid
+  local i
+  for ((i = 0; i < $2; i++)); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    kill -0 "$3" 2>/dev/null || { echo "start-cluster: process $3 died (see $RUN_DIR/logs)" >&2; return 1; }
+    sleep 1
+  done
+  echo "start-cluster: port $1 not open after $2 s" >&2; return 1
+}
+
+# ---- per-broker CPU isolation -------------------------------------------------------------------------------
+# cgroup v2 (cpu.max) or v1 (cpu.cfs_quota_us + cpuacct), when writable; otherwise taskset onto one core
+# (then every broker reads the whole host's CPU from /proc/stat and reports the same usage: documented).
+PERIOD=100000
+QUOTA=$(awk -v c="$CPU_QUOTA" -v p=$PERIOD 'BEGIN { printf "%d", c * p }')
+CG_MODE=none
+if [ -f /sys/fs/cgroup/cgroup.controllers ] && [ -w /sys/fs/cgroup ]; then
+  grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || echo +cpu > /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
+  grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null && CG_MODE=v2
+elif [ -w /sys/fs/cgroup/cpu ] && [ -w /sys/fs/cgroup/cpuacct ]; then
+  CG_MODE=v1
+fi
+CG_TAG="lbreplay-$(basename "$RUN_DIR")-$$"
+cgroup_create() {  # name -> prints the directories, one per line
+  case "$CG_MODE" in
+    v2) mkdir -p "/sys/fs/cgroup/$CG_TAG-$1" && echo "$QUOTA $PERIOD" > "/sys/fs/cgroup/$CG_TAG-$1/cpu.max"
+        echo "/sys/fs/cgroup/$CG_TAG-$1" ;;
+    v1) mkdir -p "/sys/fs/cgroup/cpu/$CG_TAG-$1" "/sys/fs/cgroup/cpuacct/$CG_TAG-$1"
+        echo $PERIOD > "/sys/fs/cgroup/cpu/$CG_TAG-$1/cpu.cfs_period_us"
+        echo "$QUOTA" > "/sys/fs/cgroup/cpu/$CG_TAG-$1/cpu.cfs_quota_us"
+        echo "/sys/fs/cgroup/cpu/$CG_TAG-$1"; echo "/sys/fs/cgroup/cpuacct/$CG_TAG-$1" ;;
+  esac
+}
+echo "cpu isolation: $CG_MODE (quota $CPU_QUOTA cores per broker)" > "$RUN_DIR/cpu-isolation.txt"
+
+# ---- ZooKeeper + bookie ---------------------------------------------------------------------------------------
+cat > "$RUN_DIR/conf/standalone.conf" <<CONF
+clusterName=$CLUSTER
+bindAddress=127.0.0.1
+advertisedAddress=127.0.0.1
+journalDirectory=$RUN_DIR/data/bk-journal
+ledgerDirectories=$RUN_DIR/data/bk-ledgers
+dbStorage_writeCacheMaxSizeMb=32
+dbStorage_readAheadCacheMaxSizeMb=16
+dbStorage_rocksDB_blockCacheSize=16777216
+journalSyncData=false
+httpServerEnabled=false
+CONF
+PULSAR_STANDALONE_USE_ZOOKEEPER=1 setsid java -Xms128m -Xmx384m -XX:MaxDirectMemorySize=256m "${JAVA_OPTS[@]}" \
+  -Dpulsar.log.file="$RUN_DIR/logs/zk-bookie.log" \
+  org.apache.pulsar.PulsarStandaloneStarter --config "$RUN_DIR/conf/standalone.conf" --no-broker \
+  --no-functions-worker --no-stream-storage --zookeeper-port "$ZK_PORT" --bookkeeper-port "$BK_PORT" \
+  --zookeeper-dir "$RUN_DIR/data/zookeeper" --bookkeeper-dir "$RUN_DIR/data/bookkeeper" --num-bookies 1 \
+  > "$RUN_DIR/logs/zk-bookie.out" 2>&1 &
+echo $! > "$RUN_DIR/pids/zk-bookie.pid"
+wait_port "$ZK_PORT" 120 "$(cat "$RUN_DIR/pids/zk-bookie.pid")"
+wait_port "$BK_PORT" 120 "$(cat "$RUN_DIR/pids/zk-bookie.pid")"
+
+java -Xmx256m "${JAVA_OPTS[@]}" -Dpulsar.log.file="$RUN_DIR/logs/metadata-setup.log" \
+  org.apache.pulsar.PulsarClusterMetadataSetup --cluster "$CLUSTER" \
+  --metadata-store "zk:127.0.0.1:$ZK_PORT" --configuration-metadata-store "zk:127.0.0.1:$ZK_PORT" \
+  --existing-bk-metadata-service-uri "zk+null://127.0.0.1:$ZK_PORT/ledgers" \
+  --web-service-url "http://127.0.0.1:$((18081 + OFFSET))" --broker-service-url "pulsar://127.0.0.1:$((16651 + OFFSET))" \
+  > "$RUN_DIR/logs/metadata-setup.out" 2>&1
+
+# ---- brokers ----------------------------------------------------------------------------------------------------
+case "$LOAD_MANAGER" in
+  modular) LB_CONF="loadManagerClassName=org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl
+loadBalancerLoadSheddingStrategy=org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder" ;;
+  extensible) LB_CONF="loadManagerClassName=org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl
+loadBalancerLoadSheddingStrategy=org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder
+loadBalancerTransferEnabled=true" ;;
+  *) echo "start-cluster: --load-manager modular|extensible" >&2; exit 2 ;;
+esac
+# The load-balancing keys every broker runs with (also what `lbreplay replay --broker-conf` reads).
+cat > "$RUN_DIR/conf/broker.conf" <<CONF
+# load balancing (scripts/pulsar/start-cluster.sh --load-manager $LOAD_MANAGER)
+$LB_CONF
+loadBalancerEnabled=true
+loadBalancerSheddingEnabled=true
+loadBalancerSheddingIntervalMinutes=1
+loadBalancerSheddingGracePeriodMinutes=1
+loadBalancerReportUpdateMaxIntervalMinutes=1
+loadBalancerResourceQuotaUpdateIntervalMinutes=1
+# brokers on one machine differ by a few CPU points only (loopback traffic is not NIC bandwidth): a low threshold
+loadBalancerBrokerThresholdShedderPercentage=3
+# ThresholdShedder skips a broker whose planned offload is under this many MB/s (default 10): 0 for a small test
+loadBalancerBundleUnloadMinThroughputThreshold=0
+loadBalancerHistoryResourcePercentage=0.9
+loadBalancerCPUResourceWeight=1.0
+loadBalancerMemoryResourceWeight=0.0
+loadBalancerDirectMemoryResourceWeight=0.0
+loadBalancerBandwithInResourceWeight=1.0
+loadBalancerBandwithOutResourceWeight=1.0
+loadBalancerOverrideBrokerNicSpeedGbps=0.01
+loadBalancerAutoBundleSplitEnabled=true
+loadBalancerAutoUnloadSplitBundlesEnabled=true
+loadBalancerNamespaceBundleMaxMsgRate=200
+loadBalancerNamespaceBundleMaxTopics=1000
+loadBalancerNamespaceBundleMaxSessions=1000
+loadBalancerNamespaceBundleMaxBandwidthMbytes=100
+loadBalancerNamespaceMaximumBundles=128
+defaultNumberOfNamespaceBundles=4
+CONF
+for i in $(seq 1 "$BROKERS"); do
+  WEB=$((18080 + OFFSET + i)); SVC=$((16650 + OFFSET + i)); B="broker-$i"
+  mkdir -p "$RUN_DIR/data/$B"
+  { cat "$RUN_DIR/conf/broker.conf"; cat <<CONF
+
+# this broker ($B)
+clusterName=$CLUSTER
+metadataStoreUrl=zk:127.0.0.1:$ZK_PORT
+configurationMetadataStoreUrl=zk:127.0.0.1:$ZK_PORT
+bindAddress=127.0.0.1
+advertisedAddress=127.0.0.1
+brokerServicePort=$SVC
+webServicePort=$WEB
+managedLedgerDefaultEnsembleSize=1
+managedLedgerDefaultWriteQuorum=1
+managedLedgerDefaultAckQuorum=1
+managedLedgerCacheSizeMB=32
+functionsWorkerEnabled=false
+webSocketServiceEnabled=false
+transactionCoordinatorEnabled=false
+brokerDeleteInactiveTopicsEnabled=false
+allowAutoTopicCreation=true
+numIOThreads=2
+numHttpServerThreads=4
+bookkeeperClientNumWorkerThreads=2
+exposeTopicLevelMetricsInPrometheus=false
+CONF
+  } > "$RUN_DIR/conf/$B.conf"
+  CGS=$(cgroup_create "$B" || true)
+  printf '%s\n' $CGS > "$RUN_DIR/pids/$B.cgroups"
+  [ -s "$RUN_DIR/pids/$B.cgroups" ] || rm -f "$RUN_DIR/pids/$B.cgroups"
+  (
+    for cg in $CGS; do echo "$BASHPID" > "$cg/cgroup.procs"; done
+    [ -z "$CGS" ] && command -v taskset >/dev/null && NCPU=$(nproc) && TS=(taskset -c $(( (i - 1) % NCPU ))) || TS=()
+    exec setsid "${TS[@]}" java -Xms256m -Xmx512m -XX:MaxDirectMemorySize=256m "${JAVA_OPTS[@]}" \
+      -Dpulsar.log.file="$RUN_DIR/logs/$B.log" \
+      org.apache.pulsar.PulsarBrokerStarter --broker-conf "$RUN_DIR/conf/$B.conf"
+  ) > "$RUN_DIR/logs/$B.out" 2>&1 &
+  echo $! > "$RUN_DIR/pids/$B.pid"
+  echo "http://127.0.0.1:$WEB" >> "$RUN_DIR/admin-urls.txt"
+done
+for i in $(seq 1 "$BROKERS"); do
+  wait_http "http://127.0.0.1:$((18080 + OFFSET + i))/admin/v2/brokers/ready" 240 "$(cat "$RUN_DIR/pids/broker-$i.pid")"
+done
+echo "zk:127.0.0.1:$ZK_PORT" > "$RUN_DIR/metadata-store.txt"
+echo "$CLUSTER" > "$RUN_DIR/cluster.txt"
+echo "$(( $(date +%s) - T0 ))" > "$RUN_DIR/startup-seconds.txt"
+echo "cluster $CLUSTER up in $(cat "$RUN_DIR/startup-seconds.txt") s ($(cat "$RUN_DIR/cpu-isolation.txt"))"
+echo "admin:          $(paste -sd' ' "$RUN_DIR/admin-urls.txt")"
+echo "metadata store: zk:127.0.0.1:$ZK_PORT"
+echo "broker.conf:    $RUN_DIR/conf/broker.conf"
+echo "pids:           $RUN_DIR/pids"

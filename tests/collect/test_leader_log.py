@@ -1,0 +1,60 @@
+"""The leader's decisions parsed from ``ModularLoadManagerImpl``'s log lines, and the per-tick comparison."""
+
+from __future__ import annotations
+
+from lbreplay.collect.leader_log import Decision, compare, parse_leader_log
+
+# The two INFO lines of Pulsar 4.0.7's ModularLoadManagerImpl (doLoadShedding / checkNamespaceBundleSplit), as
+# scripts/pulsar/log4j2.xml writes them, prefixed with the id of the broker whose log they came from.
+LOG = """\
+127.0.0.1:18082 2026-11-25T18:04:31,118+0000 [pulsar-load-manager-1-1] INFO  org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl - [ThresholdShedder] Unloading bundle: lb/hot/0x60000000_0x70000000 from broker 127.0.0.1:18081 to dest broker 127.0.0.1:18083
+127.0.0.1:18082 2026-11-25T18:05:31,120+0000 [pulsar-load-manager-1-1] INFO  org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl - Load-manager splitting bundle lb/hot/0x10000000_0x20000000 and unloading true
+127.0.0.1:18082 2026-11-25T20:05:31,120+0200 [pulsar-load-manager-1-1] INFO  org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl - [ThresholdShedder] Unloading bundle: lb/hot/0x00000000_0x10000000 from broker 127.0.0.1:18083 to dest broker null
+127.0.0.1:18082 2026-11-25T18:05:32,000+0000 [main] INFO  org.apache.pulsar.broker.PulsarService - configs=ServiceConfiguration(loadBalancerLoadSheddingStrategy=ThresholdShedder)
+"""
+T0 = 1795629871118  # 2026-11-25T18:04:31.118Z
+
+
+def test_parse_unload_and_split() -> None:
+    ds = parse_leader_log(LOG.splitlines())
+    assert [(d.action, d.bundle, d.source, d.target) for d in ds] == [
+        ("UNLOAD", "lb/hot/0x60000000_0x70000000", "127.0.0.1:18081", "127.0.0.1:18083"),
+        ("SPLIT", "lb/hot/0x10000000_0x20000000", None, None),
+        ("UNLOAD", "lb/hot/0x00000000_0x10000000", "127.0.0.1:18083", None),  # +0200 is the same instant
+    ]
+    assert ds[0].at_ms == T0 and ds[0].strategy == "ThresholdShedder"
+    assert ds[1].at_ms == ds[2].at_ms == T0 + 60_002
+    assert ds[0].tick_ms == T0 // 60_000 * 60_000
+
+
+def test_compare_per_tick_same_bundle_same_source() -> None:
+    leader = parse_leader_log(LOG.splitlines())
+    tick = T0 // 60_000 * 60_000
+    audit = [
+        Decision(tick, "UNLOAD", "lb/hot/0x60000000_0x70000000", "127.0.0.1:18081", "127.0.0.1:18082"),  # target differs: still a match
+        Decision(tick + 60_000, "SPLIT", "lb/hot/0x10000000_0x20000000", "127.0.0.1:18081"),  # leader's log names no source
+        Decision(tick + 120_000, "UNLOAD", "lb/hot/0x00000000_0x10000000", "127.0.0.1:18083"),  # one tick late
+        Decision(tick, "UNLOAD", "lb/hot/0x90000000_0xa0000000", "127.0.0.1:18081"),  # never made by the leader
+    ]
+    cmp = compare(leader, audit)
+    assert len(cmp.matched) == 2 and cmp.agreement == 2 / 3
+    assert [d.bundle for d in cmp.leader_only] == ["lb/hot/0x00000000_0x10000000"]
+    assert sorted(d.bundle for d in cmp.audit_only) == ["lb/hot/0x00000000_0x10000000", "lb/hot/0x90000000_0xa0000000"]
+    assert [(d.bundle, a.tick_ms - d.tick_ms) for d, a in cmp.near] == [("lb/hot/0x00000000_0x10000000", 120_000 - 60_000)]
+    wrong_source = [Decision(tick, "UNLOAD", "lb/hot/0x60000000_0x70000000", "127.0.0.1:18083")]
+    assert compare(leader[:1], wrong_source).matched == []
+    assert "matched 2/3" in cmp.summary()
+
+
+def test_failed_split_retry_is_not_a_decision() -> None:
+    """Pulsar 4.0.7 on the live cluster: a second split check on not-yet-refreshed load data retried the bundle it
+    had just split; the admin call was refused ("Invalid upper boundary") and logged as a failed split."""
+    lines = [
+        "2026-11-25T20:40:26,089+0000 [pulsar-modular-load-manager-30-1] INFO  o.a.p.b.l.i.ModularLoadManagerImpl - Load-manager splitting bundle lb/hot/0x70000000_0x80000000 and unloading true",
+        "2026-11-25T20:40:30,492+0000 [pulsar-modular-load-manager-30-1] INFO  o.a.p.b.l.i.ModularLoadManagerImpl - Successfully split namespace bundle lb/hot/0x70000000_0x80000000",
+        "2026-11-25T20:40:30,555+0000 [pulsar-modular-load-manager-30-1] INFO  o.a.p.b.l.i.ModularLoadManagerImpl - Load-manager splitting bundle lb/hot/0x70000000_0x80000000 and unloading true",
+        "2026-11-25T20:40:30,754+0000 [pulsar-modular-load-manager-30-1] ERROR o.a.p.b.l.i.ModularLoadManagerImpl - Failed to split namespace bundle lb/hot/0x70000000_0x80000000",
+    ]
+    ds = parse_leader_log(lines)
+    assert [(d.action, d.outcome) for d in ds] == [("SPLIT", "succeeded")]
+    assert [d.outcome for d in parse_leader_log(lines, attempts=True)] == ["succeeded", "failed"]

@@ -1,0 +1,58 @@
+"""The committed real recording (data/samples/real-modular-3brokers: `lbreplay collect` on a live 3-broker Pulsar
+4.0.7 cluster, see its README) read by ingest, and audited against its leader's logged decisions."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from lbreplay.collect.audit_check import check, leader_decisions
+from lbreplay.collect.layout import read_json_lines
+from lbreplay.collect.leader_log import parse_leader_log
+from lbreplay.lake.ingest import read_dumps
+
+SAMPLE = Path(__file__).resolve().parents[2] / "data" / "samples" / "real-modular-3brokers"
+BROKERS = {"127.0.0.1:18081", "127.0.0.1:18082", "127.0.0.1:18083"}
+
+
+def test_every_recorded_version_is_ingested() -> None:
+    versions = [r for r in read_json_lines(SAMPLE / "collect" / "metadata-versions.jsonl") if r["event"] == "version"]
+    by_kind = Counter(r["path"].split("/")[2] for r in versions if "file" in r)
+    dump = read_dumps(SAMPLE, "real")
+    assert len(dump.rows["broker_load"]) == by_kind["brokers"] > 0
+    assert len(dump.rows["bundle_data"]) == by_kind["bundle-data"] > 0
+    assert len(dump.rows["broker_time_average"]) == by_kind["broker-time-average"] > 0
+    assert {r["broker"] for r in dump.rows["broker_load"]} == BROKERS
+    # the leader's splits (range_equally_divide) show up as children of the split bundles in later reports
+    bundles = {r["bundle"] for r in dump.rows["bundle_load"]}
+    for d in leader_decisions(SAMPLE):
+        lo, hi = (int(x, 16) for x in d.bundle.rsplit("/", 1)[1].split("_"))
+        mid = lo + (hi - lo) // 2  # range_equally_divide
+        children = {f"lb/hot/0x{lo:08x}_0x{mid:08x}", f"lb/hot/0x{mid:08x}_0x{hi:08x}"}
+        assert children & bundles, d.bundle  # a child without topics is owned by no broker, so in no report
+    # what a healthy cluster writes: some brokers wrote two report versions within one minute
+    per_minute = Counter((r["broker"], r["ts"]) for r in dump.rows["broker_load"])
+    assert max(per_minute.values()) >= 2
+
+
+def test_leader_decisions_of_the_recording() -> None:
+    lines = (SAMPLE / "leader-decisions.log").read_text(encoding="utf-8").splitlines()
+    attempts = parse_leader_log(lines, attempts=True)
+    decisions = leader_decisions(SAMPLE)
+    assert [d.outcome for d in decisions] == ["succeeded"] * len(decisions)
+    assert len(attempts) > len(decisions) > 0  # the leader retried each split once and Pulsar refused the retry
+    assert all(d.source in BROKERS for d in decisions)  # the owner at the split, from the recorded reports
+
+
+@pytest.mark.spark
+@pytest.mark.xfail(reason="audit of real data not yet faithful (issue 12 item 4): validation refuses a real recording "
+                   "(several report versions per broker and minute, bundles reported twice around splits); on the "
+                   "leader's view the audit does not yet reproduce the leader's splits per tick", strict=False)
+def test_audit_reproduces_the_leaders_decisions(spark, lake: str, tmp_path: Path) -> None:  # noqa: ANN001
+    report = check(SAMPLE, tmp_path, "real-sample", SAMPLE / "broker.conf", spark=spark, lake=lake)
+    assert report["raw"]["validation_passed"], report["raw"]["validation"]
+    assert report["result"] == "compared", report["result"]
+    assert report["agreement"] >= 0.95, report["summary"]
+    assert not report["differences"], report["differences"]
