@@ -7,7 +7,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from lbreplay.collect.audit_check import check, leader_decisions
 from lbreplay.collect.layout import read_json_lines
 from lbreplay.collect.leader_log import parse_leader_log
@@ -47,10 +46,13 @@ def test_leader_decisions_of_the_recording() -> None:
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(reason="audit of real data not yet faithful (issue 12 item 4): validation refuses a real recording "
-                   "(several report versions per broker and minute, bundles reported twice around splits); on the "
-                   "leader's view the audit does not yet reproduce the leader's splits per tick", strict=False)
-def test_audit_reproduces_the_leaders_decisions(spark, lake: str, tmp_path: Path) -> None:  # noqa: ANN001
+@pytest.mark.xfail(reason="the audit of real data is not yet faithful (issue 12 item 4). Today: validation refuses "
+                   "the raw recording (broker_load.unique_key: two report versions of one broker in one minute; "
+                   "bundle_load.unique_key / ranges_tile_namespace: a bundle listed by two brokers' reports of one "
+                   "minute, ranges no broker owns) and the leader's view too (ranges_tile_namespace: the empty split "
+                   "child lb/hot/0xe0000000_0xe8000000 is owned by no broker, bundles assigned but not yet reported "
+                   "at 20:40), so no replay runs", strict=False)
+def test_audit_reproduces_the_leaders_decisions(spark, lake: str, tmp_path: Path) -> None:
     report = check(SAMPLE, tmp_path, "real-sample", SAMPLE / "broker.conf", spark=spark, lake=lake)
     assert report["raw"]["validation_passed"], report["raw"]["validation"]
     assert report["result"] == "compared", report["result"]
