@@ -16,6 +16,7 @@ from lbreplay.collect.layout import JsonLines, read_json_lines
 from lbreplay.collect.metadata_store import (
     MetadataStoreRecorder,
     classify,
+    is_load_report,
     output_path,
     zk_hosts,
 )
@@ -59,6 +60,11 @@ def test_zk_hosts_and_classify() -> None:
     assert classify(f"/loadbalance/bundle-data/{HEARTBEAT}") == ("bundle-data", HEARTBEAT)
     assert classify("/loadbalance/bundle-data/lb/hot") is None  # a namespace level, not a bundle
     assert classify("/loadbalance/leader") is None
+    assert is_load_report(local_broker_data(1, 1.0, {}))
+    # ExtensibleLoadManagerImpl's BrokerLookupData at the same path (Pulsar 4.0.7, as recorded from a live broker)
+    assert not is_load_report(b'{"webServiceUrl":"http://127.0.0.1:18181","pulsarServiceUrl":"pulsar://127.0.0.1:16751",'
+                              b'"loadManagerClassName":"org.apache.pulsar.broker.loadbalance.extensions.'
+                              b'ExtensibleLoadManagerImpl","startTimestamp":1795641667196,"brokerVersion":"4.0.7"}')
     p = output_path(Path("o"), "bundle-data", HEARTBEAT, 1795638120415, 3)
     assert p.as_posix() == "o/loadbalance/bundle-data/pulsar/lbreplay-live/127.0.0.1_18081/0x00000000_0xffffffff/1795638120415-v3.json"
 

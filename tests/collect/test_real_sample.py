@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from lbreplay.collect.audit_check import check, leader_decisions
 from lbreplay.collect.layout import read_json_lines
 from lbreplay.collect.leader_log import parse_leader_log
@@ -47,12 +47,64 @@ def test_leader_decisions_of_the_recording() -> None:
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(reason="audit of real data not yet faithful (issue 12 item 4): validation refuses a real recording "
-                   "(several report versions per broker and minute, bundles reported twice around splits); on the "
-                   "leader's view the audit does not yet reproduce the leader's splits per tick", strict=False)
-def test_audit_reproduces_the_leaders_decisions(spark, lake: str, tmp_path: Path) -> None:  # noqa: ANN001
+@pytest.mark.xfail(reason="the audit of real data is not yet faithful (issue 12 item 4). Today: validation refuses "
+                   "the raw recording (broker_load.unique_key: two report versions of one broker in one minute; "
+                   "bundle_load.unique_key / ranges_tile_namespace: a bundle listed by two brokers' reports of one "
+                   "minute, ranges no broker owns) and the leader's view too (ranges_tile_namespace: the empty split "
+                   "child lb/hot/0xe0000000_0xe8000000 is owned by no broker, bundles assigned but not yet reported "
+                   "at 20:40), so no replay runs", strict=False)
+def test_audit_reproduces_the_leaders_decisions(spark, lake: str, tmp_path: Path) -> None:
     report = check(SAMPLE, tmp_path, "real-sample", SAMPLE / "broker.conf", spark=spark, lake=lake)
     assert report["raw"]["validation_passed"], report["raw"]["validation"]
     assert report["result"] == "compared", report["result"]
     assert report["agreement"] >= 0.95, report["summary"]
     assert not report["differences"], report["differences"]
+
+
+def test_kernel_reproduces_the_leaders_splits_per_report_version() -> None:
+    """The kernel is right when driven as the leader is: ModularLoadManagerImpl.updateAll (updateAllBrokerData,
+    updateBundleData, checkNamespaceBundleSplit) runs on every broker-report change, so its BundleData gets one
+    sample per report version of any broker and its split check runs within ~0.1 s of each write. `decide` chained
+    over the recorded versions in that way, with BundleData carried (TimeAverageMessageData.update from the
+    kernel), splits the same 4 bundles from the same owners right after the same report versions as the leader,
+    and repeats each split once more, as the leader's refused retries did (9 attempts, 8 after the same write)."""
+    import numpy as np
+    from lbreplay.collect.leader_view import held_at, recorded_versions
+    from lbreplay.decide import decide
+    from lbreplay.kernel.config import parse_broker_conf
+    from lbreplay.kernel.load_data import MESSAGE_FIELDS, tamd_update
+
+    conf = parse_broker_conf((SAMPLE / "broker.conf").read_text(encoding="utf-8"))
+    brokers = recorded_versions(SAMPLE, "brokers")
+    bundle_data: dict[str, dict[str, object]] = {}
+    kernel = []
+    for t, _writer in sorted((v.mtime, b) for b, vs in brokers.items() for v in vs):
+        held = {b: json.loads(held_at(vs, t).path.read_bytes()) for b, vs in brokers.items() if held_at(vs, t)}
+        for report in held.values():  # updateBundleData: one sample per bundle of every held report
+            for bundle, st in report["lastStats"].items():
+                d = bundle_data.setdefault(bundle, {"short": (np.zeros((1, 4)), np.zeros(1, int)),
+                                                    "long": (np.zeros((1, 4)), np.zeros(1, int))})
+                sample = np.array([[st.get(f, 0.0) for f in MESSAGE_FIELDS]])
+                for key, mx in (("short", 10), ("long", 1000)):
+                    vals, n = d[key]  # type: ignore[misc]
+                    tamd_update(vals, n, np.array([mx]), sample)
+                d["topics"] = st.get("topics", 0)
+        request_bd = {b: {f"{key}TermData": {**dict(zip(MESSAGE_FIELDS, d[key][0][0].tolist())),  # type: ignore[index]
+                                              "maxSamples": mx, "numSamples": int(d[key][1][0])}  # type: ignore[index]
+                          for key, mx in (("short", 10), ("long", 1000))} | {"topics": d["topics"]}
+                      for b, d in bundle_data.items()}
+        res = decide({"config": conf, "nowMillis": t, "actions": ["split"],
+                      "loadData": {"brokers": {b: {"localData": r} for b, r in held.items()}, "bundleData": request_bd}})
+        for s in res["split"]:
+            kernel.append((t, s["bundle"], s["broker"]))
+            bundle_data.pop(s["bundle"], None)  # the split parent's BundleData is dropped
+    leader = parse_leader_log((SAMPLE / "leader-decisions.log").read_text(encoding="utf-8").splitlines(), attempts=True)
+    first = {}
+    for t, bundle, broker in kernel:
+        first.setdefault(bundle, (t, broker))
+    splits = [d for d in leader_decisions(SAMPLE) if d.action == "SPLIT"]
+    assert [(d.bundle, d.source) for d in splits] == [(b, first[b][1]) for b in (d.bundle for d in splits)]
+    assert all(0 <= d.at_ms - first[d.bundle][0] < 500 for d in splits)  # triggered by the same report write
+    assert len(kernel) == len(leader) == 9
+    same_write = sum(any(0 <= d.at_ms - t < 500 and b == d.bundle for t, b, _ in kernel) for d in leader)
+    assert same_write == 8  # the leader's first retry waited for its busy executor (split until 20:40:30.49)

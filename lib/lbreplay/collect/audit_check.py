@@ -198,8 +198,8 @@ def _write(work: Path, report: dict[str, Any]) -> None:
 
 def render(report: dict[str, Any]) -> str:
     """The report as text: figures first, then every difference."""
-    lines = [f"leader: {report['leader_decisions']} decisions ({report['leader_unloads']} unloads, "
-             f"{report['leader_splits']} splits)"]
+    lines = [(f"leader: {report['leader_decisions']} decisions ({report['leader_unloads']} unloads, "
+              f"{report['leader_splits']} splits)")]
     raw = report.get("raw", {})
     lines.append(f"raw recording: {raw.get('files')} files, {raw.get('ticks')} ticks; validation "
                  f"{'passed' if raw.get('validation_passed') else 'FAILED'}")

@@ -72,6 +72,16 @@ def classify(path: str) -> tuple[str, str] | None:
     return None
 
 
+def is_load_report(data: bytes) -> bool:
+    """A ``LocalBrokerData`` (modular load manager), as opposed to the extensible load manager's
+    ``BrokerLookupData`` under the same ``/loadbalance/brokers/<broker>`` path."""
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(doc, dict) and ("lastStats" in doc or doc.get("loadReportType") == "LocalBrokerData")
+
+
 def output_path(out: Path, kind: str, name: str, mtime_ms: int, version: int) -> Path:
     """Where one version goes (see :mod:`lbreplay.collect.layout`)."""
     base = out / "loadbalance" / kind
@@ -228,6 +238,8 @@ class MetadataStoreRecorder:
                             "at": _now_ms()})
         self.seen[path] = key
         kind = classify(path)
+        if kind is not None and kind[0] == "brokers" and not is_load_report(data):
+            kind = None  # the extensible load manager's BrokerLookupData (its loads are in system topics)
         rec: dict[str, Any] = {"event": "version", "path": path, "version": key[1], "mtime": int(stat.mtime),
                                "ctime": key[0], "at": _now_ms()}
         if kind is None:
