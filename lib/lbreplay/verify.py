@@ -39,7 +39,7 @@ REL_TOL = 1e-12
 
 # Pulsar line -> (newest jar checked, lbreplay profile name, JDK major the jar needs).
 PULSAR_LINES: dict[str, tuple[str, str, int]] = {
-    "4.0": ("4.0.7", "4.0", 17),  # also checked: 4.0.8 (lbreplay verify --pulsar-version 4.0.8)
+    "4.0": ("4.0.7", "4.0", 17),
     # 4.2.x jars are Java 21 class files (a JDK >= 21 is picked for building and running the oracle).
     "4.2": ("4.2.4", "4.2", 21),
 }
