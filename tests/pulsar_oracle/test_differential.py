@@ -179,7 +179,7 @@ def test_avg_shedder_4_0_with_many_brokers(oracle: Oracle) -> None:
     "kernel/pulsar_json.py + load_data.py: preallocations per broker (a bundle may be in several brokers' sets)"))
 def test_preallocation_in_two_brokers_sets(oracle: Oracle) -> None:
     bad = 0
-    for seed in range(300):
+    for seed in range(100):
         case = Generator(seed, PROFILE, prealloc_twice=True).case("LeastLongTermMessageRate")
         bad += bool(run_case(oracle, case, f"prealloc-{seed}"))
     assert bad == 0
