@@ -196,7 +196,9 @@ def kernel_answer(req: dict[str, Any], state: dict[str, Any] | None, seed: int =
 def _kernel_extensible(tick: Any, conf: Any, out: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """``UnloadScheduler.execute`` + ``TransferShedder.findBundlesForUnloading`` as ``decide`` runs them, with the
     request's recently-unloaded maps as the inputs (no carried copy)."""
-    from lbreplay.kernel.extensible.transfer_shedder import expire_recently_unloaded_bundles
+    from lbreplay.kernel.extensible.transfer_shedder import (
+        expire_recently_unloaded_bundles,
+    )
 
     ctx = tick.ctx
     expire_recently_unloaded_bundles(ctx.recently_unloaded_bundles, tick.now, conf)
@@ -475,7 +477,7 @@ class Generator:
             usage = {r: {"usage": self._num(0, 100, ties=ties), "limit": 100.0}
                      for r in ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut")}
             ema = float(np.round(rng.uniform(0, 1.2), 4)) if not ties else float(rng.choice([0.1, 0.5, 0.9]))
-            entries = []
+            entries: list[dict[str, Any]] = []
             for _ in range(int(rng.choice([0, 1, 2, 5, 10]))):
                 name = f"t/ns{k % 3}/{_hex(k * 0x100)}_{_hex(k * 0x100 + 0x100)}"
                 k += 1
