@@ -40,9 +40,8 @@ REL_TOL = 1e-12
 # Pulsar line -> (newest jar checked, lbreplay profile name, JDK major the jar needs).
 PULSAR_LINES: dict[str, tuple[str, str, int]] = {
     "4.0": ("4.0.7", "4.0", 17),
-    # 4.2.x jars are Java 21 class files (a JDK >= 21 is picked for building and running the oracle); no profile
-    # has been fitted to 4.2 yet: the master-branch "4.x" profile is the nearest (agreement printed by verify).
-    "4.2": ("4.2.4", "4.x", 21),
+    # 4.2.x jars are Java 21 class files (a JDK >= 21 is picked for building and running the oracle).
+    "4.2": ("4.2.4", "4.2", 21),
 }
 DEFAULT_LINE = "4.0"
 
@@ -197,7 +196,9 @@ def kernel_answer(req: dict[str, Any], state: dict[str, Any] | None, seed: int =
 def _kernel_extensible(tick: Any, conf: Any, out: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """``UnloadScheduler.execute`` + ``TransferShedder.findBundlesForUnloading`` as ``decide`` runs them, with the
     request's recently-unloaded maps as the inputs (no carried copy)."""
-    from lbreplay.kernel.extensible.transfer_shedder import expire_recently_unloaded_bundles
+    from lbreplay.kernel.extensible.transfer_shedder import (
+        expire_recently_unloaded_bundles,
+    )
 
     ctx = tick.ctx
     expire_recently_unloaded_bundles(ctx.recently_unloaded_bundles, tick.now, conf)
@@ -287,7 +288,9 @@ class Case:
 
 
 STRATEGIES = ("ThresholdShedder", "OverloadShedder", "UniformLoadShedder", "AvgShedder",
-              "LeastLongTermMessageRate", "LeastResourceUsageWithWeight", "RoundRobinBrokerSelector", "BundleSplit")
+              "LeastLongTermMessageRate", "LeastResourceUsageWithWeight", "RoundRobinBrokerSelector", "BundleSplit",
+              "TransferShedder")
+EXT = "org.apache.pulsar.broker.loadbalance.extensions."
 NOW = 1_700_000_000_000
 MB = 1024.0 * 1024.0
 
@@ -460,7 +463,78 @@ class Generator:
                     local[r]["usage"] = float(np.round(local[r]["usage"] * rng.uniform(0.5, 1.5), 3))
         return nxt
 
+    def extensible(self) -> dict[str, Any]:
+        """An extensible-load-manager snapshot (BrokerLoadData, TopBundlesLoadData, recently unloaded maps)."""
+        rng = self.rng
+        n = self._brokers()
+        ties = rng.random() < 0.2
+        ids = [f"broker-{i}.example:{8080 + int(rng.integers(0, 2))}" for i in range(n)]
+        load: dict[str, Any] = {}
+        top: dict[str, Any] = {}
+        owners: dict[str, str] = {}
+        k = 0
+        for i, bid in enumerate(ids):
+            usage = {r: {"usage": self._num(0, 100, ties=ties), "limit": 100.0}
+                     for r in ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut")}
+            ema = float(np.round(rng.uniform(0, 1.2), 4)) if not ties else float(rng.choice([0.1, 0.5, 0.9]))
+            entries: list[dict[str, Any]] = []
+            for _ in range(int(rng.choice([0, 1, 2, 5, 10]))):
+                name = f"t/ns{k % 3}/{_hex(k * 0x100)}_{_hex(k * 0x100 + 0x100)}"
+                k += 1
+                tin, tout = self._num(0, 5 * MB, ties=ties), self._num(0, 5 * MB, ties=ties)
+                entries.append({"bundleName": name, "stats": {
+                    "msgRateIn": self._num(0, 1000), "msgRateOut": self._num(0, 1000), "msgThroughputIn": tin,
+                    "msgThroughputOut": tout, "consumerCount": 1, "producerCount": 1, "topics": 2, "cacheSize": 0}})
+                owners[name] = bid if rng.random() < 0.95 else ids[int(rng.integers(n))]
+            thr = sum(e["stats"]["msgThroughputIn"] + e["stats"]["msgThroughputOut"] for e in entries)
+            stale = rng.random() < 0.05
+            load[bid] = {**usage, "msgThroughputIn": thr / 2, "msgThroughputOut": thr / 2,
+                         "msgRateIn": 10.0, "msgRateOut": 10.0, "bundleCount": len(entries), "topics": 2 * len(entries),
+                         "maxResourceUsage": ema, "weightedMaxEMA": ema,
+                         "msgThroughputEMA": thr * float(rng.choice([1.0, 0.5])),
+                         "updatedAt": NOW - (3_600_000 if stale else int(rng.integers(0, 60_000))), "reportedAt": 0}
+            if entries or rng.random() < 0.8:
+                top[bid] = {"topBundlesLoadData": entries}
+        ru_bundles = {b: NOW - int(rng.choice([0, 5, 40, 90])) * 60_000 for b in owners if rng.random() < 0.1}
+        ru_brokers = {b: NOW - int(rng.choice([0, 5, 40, 90])) * 60_000 for b in ids if rng.random() < 0.1}
+        available = [b for b in ids if rng.random() < 0.95]
+        conf: dict[str, Any] = {
+            "pulsarVersion": self.profile, "loadManagerClassName": EXT + "ExtensibleLoadManagerImpl",
+            "loadBalancerLoadSheddingStrategy": EXT + "scheduler.TransferShedder",
+            "loadBalancerBrokerLoadTargetStd": float(rng.choice([0.05, 0.1, 0.25])),
+            "loadBalancerSheddingConditionHitCountThreshold": int(rng.choice([0, 1, 3])),
+            "loadBalancerTransferEnabled": bool(rng.random() < 0.8),
+            "loadBalancerMaxNumberOfBrokerSheddingPerCycle": int(rng.choice([1, 3, 10])),
+            "loadBalancerBrokerOverloadedThresholdPercentage": int(rng.choice([50, 85])),
+            "minUnloadMessage": int(rng.choice([0, 1000])),
+            "minUnloadMessageThroughput": int(rng.choice([0, 1048576])),
+            "maxUnloadPercentage": float(rng.choice([0.1, 0.2, 0.5])),
+            "loadBalancerSheddingBundlesWithPoliciesEnabled": False,
+        }
+        ext: dict[str, Any] = {"brokerLoadData": load, "topBundlesLoadData": top,
+                               "recentlyUnloadedBundles": ru_bundles, "recentlyUnloadedBrokers": ru_brokers,
+                               "availableBrokers": available}
+        if rng.random() < 0.5:
+            ext["bundleOwners"] = owners
+        return {"config": conf, "nowMillis": NOW, "extensible": ext, "actions": ["shed"]}
+
+    def evolve_extensible(self, req: dict[str, Any]) -> dict[str, Any]:
+        rng = self.rng
+        nxt = json.loads(json.dumps(req))
+        nxt["nowMillis"] = req["nowMillis"] + 60_000
+        for d in nxt["extensible"]["brokerLoadData"].values():
+            d["updatedAt"] += 60_000
+            if rng.random() < 0.5:
+                d["weightedMaxEMA"] = float(np.round(d["weightedMaxEMA"] * rng.uniform(0.7, 1.3), 4))
+        return nxt
+
     def case(self, strategy: str) -> Case:
+        if strategy == "TransferShedder":
+            steps = [self.extensible()]
+            if self.rng.random() < 0.6:
+                for _ in range(int(self.rng.integers(1, 5))):
+                    steps.append(self.evolve_extensible(steps[-1]))
+            return Case(strategy, steps)
         req = self.snapshot(strategy)
         if strategy in ("LeastLongTermMessageRate", "LeastResourceUsageWithWeight", "RoundRobinBrokerSelector"):
             bundles = list(req["loadData"]["bundleData"])

@@ -51,6 +51,9 @@ PROFILES: dict[str, VersionProfile] = {
     # 4.0.x (checked against the 4.0.7 jar by the differential oracle, tests/pulsar_oracle).
     "4.0": VersionProfile("4.0", False, False, True, True, True, True, False, True, True, True, True,
                           uniform_unload_slack=1000, avg_shedder_int_comparator=True),
+    # 4.2.x: the master-branch behaviour of "4.x" (no UniformLoadShedder slack, Double.compare in AvgShedder);
+    # checked against the 4.2.4 jar by the differential oracle.
+    "4.2": VersionProfile("4.2", False, False, True, True, True, True, False, True, True, True, True),
     "4.x": VersionProfile("4.x", False, False, True, True, True, True, False, True, True, True, True),
     "3.x": VersionProfile("3.x", False, False, True, False, True, True, False, True, False, True, True),
     "2.11": VersionProfile("2.11", True, True, True, False, False, False, False, False, False, True, False),

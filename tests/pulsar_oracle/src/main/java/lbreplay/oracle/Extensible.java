@@ -75,7 +75,7 @@ final class Extensible {
             availableIds.addAll(brokerLoad.keySet());
         }
         for (String b : availableIds) {
-            available.put(b, Mockito.mock(BrokerLookupData.class));
+            available.put(b, lookupData());
         }
         JsonNode owners = ext.path("bundleOwners");
 
@@ -99,21 +99,32 @@ final class Extensible {
         ruBundles.replaceAll((k, v) -> v + shift);
         ruBrokers.replaceAll((k, v) -> v + shift);
 
-        LoadManagerContext ctx = Mockito.mock(LoadManagerContext.class);
-        Mockito.when(ctx.brokerConfiguration()).thenReturn(conf);
         LoadDataStore<BrokerLoadData> brokerStore = store(brokerLoad);
         LoadDataStore<TopBundlesLoadData> topStore = store(top);
-        Mockito.when(ctx.brokerLoadDataStore()).thenReturn(brokerStore);
-        Mockito.when(ctx.topBundleLoadDataStore()).thenReturn(topStore);
-        BrokerRegistry registry = Mockito.mock(BrokerRegistry.class);
-        Mockito.when(registry.getAvailableBrokerLookupDataAsync())
-                .thenReturn(CompletableFuture.completedFuture(available));
-        Mockito.when(ctx.brokerRegistry()).thenReturn(registry);
+        BrokerRegistry registry = proxy(BrokerRegistry.class, (method, args) ->
+                method.equals("getAvailableBrokerLookupDataAsync") ? CompletableFuture.completedFuture(available)
+                        : null);
+        LoadManagerContext ctx = proxy(LoadManagerContext.class, (method, args) -> switch (method) {
+            case "brokerConfiguration" -> conf;
+            case "brokerLoadDataStore" -> brokerStore;
+            case "topBundleLoadDataStore" -> topStore;
+            case "brokerRegistry" -> registry;
+            default -> null;
+        });
 
         if (inst.transfer == null) {
-            // deep stubs: the namespace-bundle lookups of the policies check answer with mocks (no policies)
-            PulsarService pulsar = Mockito.mock(PulsarService.class, Mockito.RETURNS_DEEP_STUBS);
+            // the namespace-bundle lookup of the policies check answers with one mock bundle (no policies)
+            PulsarService pulsar = Mockito.mock(PulsarService.class);
             Mockito.when(pulsar.getConfiguration()).thenReturn(conf);
+            org.apache.pulsar.broker.namespace.NamespaceService ns =
+                    Mockito.mock(org.apache.pulsar.broker.namespace.NamespaceService.class);
+            org.apache.pulsar.common.naming.NamespaceBundleFactory factory =
+                    Mockito.mock(org.apache.pulsar.common.naming.NamespaceBundleFactory.class);
+            org.apache.pulsar.common.naming.NamespaceBundle bundle =
+                    Mockito.mock(org.apache.pulsar.common.naming.NamespaceBundle.class);
+            Mockito.when(pulsar.getNamespaceService()).thenReturn(ns);
+            Mockito.when(ns.getNamespaceBundleFactory()).thenReturn(factory);
+            Mockito.when(factory.getBundle(Mockito.anyString(), Mockito.anyString())).thenReturn(bundle);
             IsolationPoliciesHelper iso = Mockito.mock(IsolationPoliciesHelper.class);
             AntiAffinityGroupPolicyHelper aa = Mockito.mock(AntiAffinityGroupPolicyHelper.class);
             // TransferShedderTest's wiring without a running broker: the counter constructor, then the collaborators
@@ -127,15 +138,15 @@ final class Extensible {
                 Oracle.writeField(inst.transfer, "decisionCache", new java.util.HashSet<>());
             }
         }
-        ServiceUnitStateChannel channel = Mockito.mock(ServiceUnitStateChannel.class);
-        Mockito.when(channel.isOwner(Mockito.anyString(), Mockito.anyString())).thenAnswer(inv -> {
-            String bundle = inv.getArgument(0);
-            String broker = inv.getArgument(1);
+        ServiceUnitStateChannel channel = proxy(ServiceUnitStateChannel.class, (method, args) -> {
+            if (!method.equals("isOwner") || args.length != 2) {
+                return null;
+            }
             if (!owners.isObject()) {
                 return true;
             }
-            JsonNode o = owners.get(bundle);
-            return o != null && broker.equals(o.asText());
+            JsonNode o = owners.get(String.valueOf(args[0]));
+            return o != null && String.valueOf(args[1]).equals(o.asText());
         });
         Oracle.writeField(inst.transfer, "channel", channel);
 
@@ -176,18 +187,49 @@ final class Extensible {
         }
     }
 
+    private static BrokerLookupData lookup;
+
+    /** One BrokerLookupData for every available broker: TransferShedder only passes them to the (empty) filter
+     * pipeline. */
+    static synchronized BrokerLookupData lookupData() {
+        if (lookup == null) {
+            lookup = Mockito.mock(BrokerLookupData.class);
+        }
+        return lookup;
+    }
+
+    interface Handler {
+        Object call(String method, Object[] args) throws Exception;
+    }
+
+    /** A java.lang.reflect.Proxy answering by method name (cheaper than a mock per call; independent of the
+     * interface's exact method set, which changes between Pulsar versions). */
+    @SuppressWarnings("unchecked")
+    static <T> T proxy(Class<T> type, Handler h) {
+        return (T) java.lang.reflect.Proxy.newProxyInstance(type.getClassLoader(), new Class<?>[] {type},
+                (p, method, args) -> {
+                    if (method.getDeclaringClass() == Object.class) {
+                        return switch (method.getName()) {
+                            case "hashCode" -> System.identityHashCode(p);
+                            case "equals" -> p == args[0];
+                            default -> type.getSimpleName() + "Proxy";
+                        };
+                    }
+                    return h.call(method.getName(), args == null ? new Object[0] : args);
+                });
+    }
+
     @SuppressWarnings("unchecked")
     static <T> LoadDataStore<T> store(Map<String, T> map) {
-        LoadDataStore<T> s = Mockito.mock(LoadDataStore.class);
-        Mockito.when(s.get(Mockito.anyString())).thenAnswer(inv -> Optional.ofNullable(map.get(
-                (String) inv.getArgument(0))));
-        Mockito.when(s.entrySet()).thenAnswer(inv -> map.entrySet());
-        Mockito.when(s.size()).thenAnswer(inv -> map.size());
-        Mockito.doAnswer(inv -> {
-            BiConsumer<String, T> c = inv.getArgument(0);
-            map.forEach(c);
-            return null;
-        }).when(s).forEach(Mockito.any());
-        return s;
+        return proxy(LoadDataStore.class, (method, args) -> switch (method) {
+            case "get" -> Optional.ofNullable(map.get((String) args[0]));
+            case "entrySet" -> map.entrySet();
+            case "size" -> map.size();
+            case "forEach" -> {
+                map.forEach((BiConsumer<String, T>) args[0]);
+                yield null;
+            }
+            default -> null;
+        });
     }
 }

@@ -330,17 +330,33 @@ public final class Oracle {
         }
     }
 
+    private static ServiceConfiguration splitConf;
+    private static JsonNode splitNamespaces;
+    private static PulsarService splitPulsar;
+
+    /** One mocked PulsarService for the split check (mocks are costly to create per line): its configuration and
+     * NamespaceService.getBundleCount answer from the current line. */
+    static synchronized PulsarService splitPulsar() throws Exception {
+        if (splitPulsar == null) {
+            PulsarService pulsar = Mockito.mock(PulsarService.class);
+            NamespaceService ns = Mockito.mock(NamespaceService.class);
+            Mockito.when(pulsar.getConfiguration()).thenAnswer(inv -> splitConf);
+            Mockito.when(pulsar.getNamespaceService()).thenReturn(ns);
+            Mockito.when(ns.getBundleCount(Mockito.any(NamespaceName.class))).thenAnswer(inv -> {
+                NamespaceName n = inv.getArgument(0);
+                JsonNode b = splitNamespaces.path(n.toString()).path("boundaries");
+                return b.isArray() ? b.size() - 1 : splitConf.getDefaultNumberOfNamespaceBundles();
+            });
+            splitPulsar = pulsar;
+        }
+        return splitPulsar;
+    }
+
     static void split(Instances inst, ServiceConfiguration conf, LoadData loadData, JsonNode namespaces,
                       ObjectNode resp) throws Exception {
-        PulsarService pulsar = Mockito.mock(PulsarService.class);
-        NamespaceService ns = Mockito.mock(NamespaceService.class);
-        Mockito.when(pulsar.getConfiguration()).thenReturn(conf);
-        Mockito.when(pulsar.getNamespaceService()).thenReturn(ns);
-        Mockito.when(ns.getBundleCount(Mockito.any(NamespaceName.class))).thenAnswer(inv -> {
-            NamespaceName n = inv.getArgument(0);
-            JsonNode b = namespaces.path(n.toString()).path("boundaries");
-            return b.isArray() ? b.size() - 1 : conf.getDefaultNumberOfNamespaceBundles();
-        });
+        splitConf = conf;
+        splitNamespaces = namespaces;
+        PulsarService pulsar = splitPulsar();
         Map<String, String> chosen = inst.splitter.findBundlesToSplit(loadData, pulsar);
         ArrayNode split = (ArrayNode) resp.get("split");
         for (Map.Entry<String, String> e : new TreeMap<>(chosen).entrySet()) {
