@@ -328,15 +328,18 @@ def test_duplicate_minute_fails_unique_key(spark: Any, lake: str, tmp_path: Path
 
 
 def test_clock_going_backwards_is_accepted_at_the_snapshot_time(spark: Any, lake: str, tmp_path: Path) -> None:
-    """Documented repair: a snapshot's time (tick) comes from its file name; a broker clock that goes backwards
-    (lastUpdate earlier than the previous report's) is kept as reported in last_update, not reordered."""
+    """Accepted as reported: a report's snapshot time is its lastUpdate (the broker's clock, as the leader reads it;
+    the file name only when lastUpdate is missing), so a clock that jumps back an hour puts that report at the
+    earlier minute, where it is the only broker reporting (the tick's other brokers count as not alive)."""
     src = _copy(tmp_path, "clock")
     _edit(_report(src, "broker-2_8080", "20230802T120217Z"), lambda d: d.update(lastUpdate=d["lastUpdate"] - 3_600_000))
     _accepted(spark, lake, src, "h-clock")
     rows = spark.read.format("delta").load(f"{lake}/broker_load").where(
         "cluster = 'h-clock' AND broker = 'broker-2:8080'").orderBy("ts").collect()
-    assert [r["ts"].minute for r in rows] == [0, 1, 2]
-    assert rows[2]["last_update"] < rows[1]["last_update"]
+    assert [(r["ts"].hour, r["ts"].minute) for r in rows] == [(11, 2), (12, 0), (12, 1)]
+    alone = spark.read.format("delta").load(f"{lake}/broker_load").where("cluster = 'h-clock'") \
+        .where("hour(ts) = 11").select("broker").collect()
+    assert [r["broker"] for r in alone] == ["broker-2:8080"]
 
 
 def test_broker_returning_under_a_new_port(spark: Any, lake: str, tmp_path: Path) -> None:
