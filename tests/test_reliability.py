@@ -222,7 +222,7 @@ def test_same_decisions_whatever_the_execution_shape(spark: Any, tiny: dict[str,
     assert run_id_content(spark, lake, "shape-cl") == tiny["solo"]  # what-if: local[2], 5 partitions vs local[1], 8
 
 
-@pytest.mark.xfail(strict=True, reason=(
+@pytest.mark.xfail(strict=False, reason=(  # a race: it may pass when one prepare ends first
     "two replays of one cluster at the same input versions prepare the same tick-stream cache directory "
     "(<lake>/_replay_cache/<cluster>/<key>) at once: one fails with FileNotFoundException on "
     "_meta_json/_temporary (spark_replay.prepare writes in place; it needs a private temporary directory renamed "
