@@ -276,7 +276,14 @@ def main() -> None:
             print(f"lbreplay: {exc.format_message()}", file=sys.stderr)
         sys.exit(exc.exit_code if exc.exit_code is not None else EXIT_USAGE)
     except Exception as exc:  # noqa: BLE001 - the catch-all: one line, the traceback in a log file
+        from lbreplay.lake.damage import unreadable_table
+
         text = traceback.format_exc()
+        damaged = unreadable_table(exc)
+        if damaged is not None:  # a deleted / corrupt file of a lake table: input error, exit 3
+            log = _write_crash_log(argv, text)
+            print(f"lbreplay: {damaged}" + (f" (traceback in {log})" if log else ""), file=sys.stderr)
+            sys.exit(damaged.exit_code)
         log = _write_crash_log(argv, text)
         if verbose:
             print(text, file=sys.stderr, end="")

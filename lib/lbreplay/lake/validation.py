@@ -553,6 +553,23 @@ def cluster_untouched(spark: Any, lake: str, table: Table, cluster: str, since: 
         return False
 
 
+def check_schema(table: Table, df: Any, where: str) -> None:
+    """The table's Delta schema must hold every contract column (DESIGN.md §4) with its type; extra columns are
+    ignored (every reader selects the contract's columns). A drifted table is an input error naming the columns."""
+    actual = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+    problems = []
+    for c in table.columns:
+        want = c.type.lower().replace(" ", "")
+        if c.name not in actual:
+            problems.append(f"column {c.name} is missing (expected {want})")
+        elif actual[c.name] != want:
+            problems.append(f"column {c.name} is {actual[c.name]}, expected {want}")
+    if problems:
+        raise InvalidInputError(
+            f"table {table.name}: schema drifted from the contract: {'; '.join(problems)} (table at {where}); "
+            "restore the table's schema or re-create it (lbreplay ingest)")
+
+
 def _read(spark: Any, lake: str, table: Table, version: int, clusters: list[str] | None) -> Any:
     from pyspark.sql import functions as F
 
@@ -678,6 +695,9 @@ def validate(spark: Any, lake: str, cluster: str | None = None) -> ValidationRep
         if not clusters:
             raise InvalidInputError(f"no input rows to validate in {lake}")
     frames = {t.name: _read(spark, lake, t, versions[t.name], clusters) for t in VALIDATED_TABLES if t.name in versions}
+    for t in VALIDATED_TABLES:
+        if t.name in frames:
+            check_schema(t, frames[t.name], table_location(lake, t.name))
     prints = _fingerprints(frames)
     if cluster is not None and not prints:
         raise InvalidInputError(f"cluster {cluster}: no input rows in {lake}")
