@@ -19,7 +19,9 @@ import glob
 import hashlib
 import json
 import os
+import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -43,27 +45,46 @@ def decision_hashes(spark: Any, lake: str, prefix: str) -> dict[str, tuple[str, 
     return out
 
 
+def _event_lines(event_dir: str, app_id: str) -> Iterator[str]:
+    """The lines of the application's event log: a plain file, or a rolling ``eventlog_v2_<app>`` directory of
+    ``events_<n>_<app>[.zstd]`` files (zstd-compressed ones through the ``zstd`` tool)."""
+    app = app_id.removeprefix("eventlog_v2_")
+    paths = [p for p in glob.glob(os.path.join(event_dir, "*")) if app in os.path.basename(p)]
+    if not paths:
+        raise SystemExit(f"no event log for application {app} in {event_dir}")
+    path = paths[0]
+    files = [path]
+    if os.path.isdir(path):
+        files = sorted(glob.glob(os.path.join(path, "events_*")),
+                       key=lambda f: int(os.path.basename(f).split("_")[1]))
+    for f in files:
+        if ".zstd" in f:
+            out = subprocess.run(["zstd", "-dc", f], check=True, capture_output=True).stdout.decode()
+            yield from out.splitlines()
+        else:
+            with open(f, encoding="utf-8") as fh:
+                yield from fh
+
+
 def executors_per_run(event_dir: str, app_id: str, runs: int) -> dict[int, tuple[str, str]]:
     """partition index -> (executor id, host) of the replay stage's tasks, from the application's event log."""
-    paths = [p for p in glob.glob(os.path.join(event_dir, "*")) if os.path.basename(p).startswith(app_id)]
-    if not paths:
-        raise SystemExit(f"no event log for application {app_id} in {event_dir}")
     stages: dict[int, bool] = {}  # stage id -> runs the mapInPandas replay
     tasks: dict[int, list[tuple[int, str, str, bool]]] = {}
-    with open(paths[0], encoding="utf-8") as fh:
-        for line in fh:
-            ev = json.loads(line)
-            kind = ev.get("Event")
-            if kind == "SparkListenerStageSubmitted":
-                info = ev["Stage Info"]
-                names = " ".join(r.get("Name", "") + " " + r.get("Callsite", "") for r in info.get("RDD Info", []))
-                stages[info["Stage ID"]] = info.get("Number of Tasks") == runs and (
-                    "MapInPandas" in names or "mapInPandas" in names or "PythonMapInArrow" in names
-                    or "parallelize" in names)
-            elif kind == "SparkListenerTaskEnd":
-                t = ev["Task Info"]
-                tasks.setdefault(ev["Stage ID"], []).append(
-                    (t["Index"], t["Executor ID"], t["Host"], ev.get("Task End Reason", {}).get("Reason") == "Success"))
+    for line in _event_lines(event_dir, app_id):
+        if not line.strip():
+            continue
+        ev = json.loads(line)
+        kind = ev.get("Event")
+        if kind == "SparkListenerStageSubmitted":
+            info = ev["Stage Info"]
+            names = " ".join(r.get("Name", "") + " " + r.get("Callsite", "") for r in info.get("RDD Info", []))
+            # the run specs are parallelized one per slice (spark_replay.execute), then mapInPandas replays them
+            stages[info["Stage ID"]] = info.get("Number of Tasks") == runs and (
+                "ParallelCollectionRDD" in names or "parallelize at" in names)
+        elif kind == "SparkListenerTaskEnd":
+            t = ev["Task Info"]
+            tasks.setdefault(ev["Stage ID"], []).append(
+                (t["Index"], t["Executor ID"], t["Host"], ev.get("Task End Reason", {}).get("Reason") == "Success"))
     replay = [s for s, ok in stages.items() if ok and s in tasks]
     if not replay:
         raise SystemExit(f"no stage with {runs} replay tasks in the event log of {app_id}")
