@@ -312,7 +312,7 @@ class Floor:
         self.w_over = _weighted_max(self.w_usage, self.w_limit, self.weights)  # reported usage, overload checks
         self.overloaded = self.w_over > self.overload
 
-        to_assign: list[int] = []  # bundle identities (start, end) as rows change after splits
+        to_assign: list[int] = []  # split children by global ring start (rows move when the layout changes)
         if samples and self.split and len(self.alive_rows) > 1:
             out += self._split_check(tick, to_assign)
 

@@ -161,8 +161,6 @@ def main() -> int:
         "--conf", "spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "--conf", f"spark.jars.ivy={ivy}",
         "--py-files", str(py),
-        "--archives", f"{conf_zip}#lbconf",
-        "--conf", "spark.executorEnv.LBREPLAY_CONF_DIR=lbconf",
         "--conf", f"spark.pyspark.python={sys.executable}",
         "--conf", f"spark.driver.host={HOST}", "--conf", f"spark.driver.bindAddress={HOST}",
         "--conf", "spark.ui.enabled=false",
@@ -193,7 +191,9 @@ def main() -> int:
         times["cluster_start"] = round(time.time() - t0, 1)
         emit(step="cluster_start", master=cluster.master_url, workers=WORKERS, worker_cores=WORKER_CORES,
              pids={n: p.pid for n, p in cluster.procs.items()}, seconds=times["cluster_start"])
+        # conf/ reaches the executors as an archive unpacked in their working directory
         on_cluster = ["--master", cluster.master_url,
+                      "--archives", f"{conf_zip}#lbconf", "--conf", "spark.executorEnv.LBREPLAY_CONF_DIR=lbconf",
                       "--conf", f"spark.executor.cores={WORKER_CORES}", "--conf", f"spark.executor.memory={EXECUTOR_MEMORY}",
                       "--conf", f"spark.cores.max={WORKERS * WORKER_CORES}",
                       "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0",
@@ -211,7 +211,9 @@ def main() -> int:
             raise SystemExit(f"expected one new event log, found {new}")
         app_id = new[0].split(".")[0]
         t0 = time.time()
-        cmd = [str(spark_home() / "bin" / "spark-submit"), "--master", "local[2]", *common,
+        # local[2]: the Python workers run in the driver's working directory, so they read the checkout's conf/
+        cmd = [str(spark_home() / "bin" / "spark-submit"), "--master", "local[2]",
+               "--conf", f"spark.executorEnv.LBREPLAY_CONF_DIR={REPO / 'conf'}", *common,
                "scripts/spark-cluster/compare.py", "--lake", str(lake), "--cluster", CLUSTER, "--grid", GRID,
                "--cluster-prefix", "cluster", "--local-prefix", "local2", "--event-dir", str(events),
                "--app-id", app_id]
