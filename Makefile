@@ -87,3 +87,21 @@ maven:
 
 verify: install maven
 	$(BIN)/lbreplay verify --pulsar-version $(VERIFY_VERSION) --cases $(VERIFY_CASES) --seed $(VERIFY_SEED)
+
+# Scale and speed (issue 15). Figures are JSON lines; each prints the load average (shared machines are noisy).
+.PHONY: bench-floor bench-generate test-cluster
+SIZE ?= S
+SIZES ?= S,M
+
+# The kernel's closed loop vs its vectorised NumPy floor over one prepared tick stream (decisions must agree).
+bench-floor: warm
+	$(BIN)/python bench/floor.py --size $(SIZE)
+
+# `generate` per size of the `large` scenario (seconds, rows/s vs the targets M <= 90 s, L <= 10 min).
+bench-generate: warm
+	$(BIN)/python bench/generate.py --sizes $(SIZES)
+
+# A Spark standalone master + 2 workers (one JVM each, 127.0.0.1), the jobs spark-submitted onto them, a 4-run sweep
+# spread over both executors whose decision hashes must equal those of the same sweep on local[2].
+test-cluster: warm
+	$(BIN)/python scripts/spark-cluster/test_cluster.py

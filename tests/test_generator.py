@@ -555,3 +555,17 @@ def test_cli_generate_then_sql_in_new_processes(tmp_path: Path) -> None:
                        capture_output=True, text=True, env=env, timeout=600)
     assert q.returncode == 0, q.stderr[-2000:]
     assert q.stdout.splitlines() == ["n", "3"]
+
+
+def test_size_l_and_the_large_scenario() -> None:
+    """Issue 15: L = 200 brokers, 20,000 bundles, 100,000 topics, 1,440 ticks; heterogeneous brokers and a hot
+    bundle past the split limit, in namespaces small enough to take splits (< loadBalancerNamespaceMaximumBundles)."""
+    big = resolve_scenario("large", "L")
+    assert (big.brokers, big.num_bundles, big.topics, big.ticks) == (200, 20000, 100000, 1440)
+    assert big.bundles_per_namespace < int(big.pulsar["loadBalancerNamespaceMaximumBundles"])
+    assert {0.5, 1.0, 2.0} <= set(big.broker.capacity_factors)
+    assert big.traffic.hot_bundle is not None and big.traffic.hot_bundle.threshold_factor >= 4
+    assert len(set(namespace_names(big.namespaces))) == big.namespaces
+    m = resolve_scenario("large", "M")
+    assert (m.num_bundles, m.topics, m.ticks) == (2000, 20000, 1440)
+    assert resolve_scenario("steady", "L").num_bundles == 20000  # every scenario inherits the L dimensions

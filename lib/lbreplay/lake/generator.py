@@ -59,6 +59,9 @@ MODULAR_LOAD_MANAGER = "org.apache.pulsar.broker.loadbalance.impl.ModularLoadMan
 SIZES: dict[str, dict[str, Any]] = {
     "S": {"brokers": 8, "namespaces": 4, "bundles_per_namespace": 32, "topics": 2000, "ticks": 180},
     "M": {"brokers": 50, "namespaces": 20, "bundles_per_namespace": 100, "topics": 20000, "ticks": 1440},
+    # 100 bundles per namespace keeps every namespace under loadBalancerNamespaceMaximumBundles (128), so hot
+    # bundles can still split
+    "L": {"brokers": 200, "namespaces": 200, "bundles_per_namespace": 100, "topics": 100000, "ticks": 1440},
 }
 
 TENANTS = ("acme", "globex", "initech", "umbrella", "hooli", "stark", "wayne", "wonka")
