@@ -22,7 +22,7 @@ How it is built (no per-row driver loops):
   x noise x jitter x hot-bundle ramp, kept as integer milli-msg/s and bytes/s so every sum is exact and the
   tables are identical for the same seed whatever the partitioning.
 * bundles and brokers -- sums per (tick, bundle) and (tick, broker); broker resource usage from
-  :mod:`lbreplay.lake.load_model`; the report write rule (``needBrokerDataUpdate``) is a sequential fold per
+  :mod:`lbreplay.lake.host_usage`; the report write rule (``needBrokerDataUpdate``) is a sequential fold per
   broker; the leader's view at each tick is each broker's last written report (``broker_load``, with its
   ``lastStats`` in ``bundle_load``). ``topic_load`` holds the current per-topic rates at every tick.
 
@@ -46,7 +46,7 @@ from lbreplay.kernel import naming
 from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.naming import LAST_BOUNDARY, format_range
 from lbreplay.kernel.version_profile import profile_for
-from lbreplay.lake.load_model import BrokerCapacity, LoadModel, report_usage_column, report_write_ticks
+from lbreplay.lake.host_usage import BrokerCapacity, LoadModel, report_usage_column, report_write_ticks
 from lbreplay.paths import CONF_DIR
 
 if TYPE_CHECKING:
@@ -659,7 +659,7 @@ def topics_frame(spark: Any, sc: Scenario, seed: int) -> Any:
 
 
 @dataclass
-class Calibration:
+class TrafficCalibration:
     """Driver-side numbers derived from the topics: the traffic scale and per-bundle loads."""
 
     scale: float  # msg/s in per unit of topic weight
@@ -669,7 +669,7 @@ class Calibration:
     hot_multiplier: float
 
 
-def calibrate(topics: Any, sc: Scenario) -> Calibration:
+def calibrate(topics: Any, sc: Scenario) -> TrafficCalibration:
     """Scale traffic so the initial brokers' mean cpu and bandwidth usage are at most ``target_utilization``."""
     t = topics.sort_values("topic_idx")
     w = t["weight"].to_numpy(dtype=np.float64)
@@ -704,10 +704,10 @@ def calibrate(topics: Any, sc: Scenario) -> Calibration:
             raise UsageError("traffic.hot_bundle: no bundle with at least 2 topics in that namespace")
         goal = hb.threshold_factor * float(sc.pulsar["loadBalancerNamespaceBundleMaxMsgRate"])
         mult = max(1.0, goal / float(bundle_rate[hot])) if bundle_rate[hot] > 0 else 1.0
-    return Calibration(scale, bundle_rate, bundle_topics, hot, mult)
+    return TrafficCalibration(scale, bundle_rate, bundle_topics, hot, mult)
 
 
-def _ticks_frame(spark: Any, sc: Scenario, cal: Calibration, partitions: int) -> Any:
+def _ticks_frame(spark: Any, sc: Scenario, cal: TrafficCalibration, partitions: int) -> Any:
     from pyspark.sql import functions as F
 
     tr = sc.traffic
@@ -729,7 +729,7 @@ def _ticks_frame(spark: Any, sc: Scenario, cal: Calibration, partitions: int) ->
     )
 
 
-def topic_ticks_frame(spark: Any, sc: Scenario, seed: int, topics: Any, cal: Calibration) -> Any:
+def topic_ticks_frame(spark: Any, sc: Scenario, seed: int, topics: Any, cal: TrafficCalibration) -> Any:
     """ticks x topics with integer ``rate_in_milli`` (msg/s x 1000), ``thr_in`` bytes/s and the out sides."""
     from pyspark.sql import functions as F
 
@@ -770,7 +770,7 @@ class GenerateResult:
     rows: dict[str, int]
     seconds: float
     plan: OwnershipPlan
-    calibration: Calibration
+    calibration: TrafficCalibration
     brokers: list[str]
 
 

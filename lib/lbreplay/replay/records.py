@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from lbreplay.kernel.policies import NamespacePolicies
-from lbreplay.replay.load_model import Calibration
+from lbreplay.replay.load_model import CpuCalibration
 
 # Columns of the per-bundle load vectors: TimeAverageMessageData order, then sessions and topics.
 THR_IN, THR_OUT, RATE_IN, RATE_OUT, SESSIONS, TOPICS = range(6)
@@ -39,7 +39,7 @@ class StaticInputs:
 
     broker_ids: list[str]  # sorted universe of brokers seen in the history
     namespaces: list[str]  # sorted
-    calibration: Calibration
+    calibration: CpuCalibration
     policies: NamespacePolicies | None = None
 
 
