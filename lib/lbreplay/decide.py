@@ -56,7 +56,20 @@ from lbreplay.kernel.config import PulsarConfig, is_extensible, short_class
 from lbreplay.kernel.extensible.context import ExtensibleContext
 from lbreplay.kernel.extensible.extensible_load_manager import SHEDDING_STRATEGY, ExtensibleLoadManager
 from lbreplay.kernel.extensible.split_scheduler import SPLIT_STRATEGY
+from lbreplay.kernel.extensible.transfer_shedder import TransferShedder
+from lbreplay.kernel.json_readers import (
+    as_array,
+    as_int,
+    as_object,
+    as_string,
+    check_keys,
+    child,
+    parse_boundary,
+    parse_bundle_name,
+)
+from lbreplay.kernel.leader_state import LeaderState
 from lbreplay.kernel.load_data import Brokers
+from lbreplay.kernel.load_data_json import load_data_from_request
 from lbreplay.kernel.modular_load_manager import ModularLoadManager
 from lbreplay.kernel.naming import (
     FIRST_BOUNDARY,
@@ -71,22 +84,11 @@ from lbreplay.kernel.naming import (
     topic_hash,
 )
 from lbreplay.kernel.naming import parse_bundle_name as split_name
-from lbreplay.kernel.placement import LeaderState, clear_preallocations
+from lbreplay.kernel.placement import clear_preallocations
 from lbreplay.kernel.policies import NamespacePolicies
-from lbreplay.kernel.pulsar_json import (
-    ExtensibleSnapshot,
-    as_array,
-    as_int,
-    as_object,
-    as_string,
-    check_keys,
-    child,
-    load_data_from_request,
-    parse_boundary,
-    parse_bundle_name,
-    parse_extensible,
-)
+from lbreplay.kernel.pulsar_json import ExtensibleSnapshot, parse_extensible
 from lbreplay.kernel.split_algorithms import TopicStats, apply_split, check_operator_split, split_boundaries
+from lbreplay.kernel.strategy import LoadSheddingStrategy
 
 STATE_VERSION = 1
 TOP_LEVEL_KEYS = (
@@ -200,6 +202,7 @@ class DecideRequest:
         self.state_in = self._state(req.get("strategyState"))
         self._derived_layouts: dict[str, np.ndarray] = {}
         self.assigned_ext: dict[str, str] = {}
+        self.shedder: LoadSheddingStrategy | TransferShedder
         if self.extensible:
             self._init_extensible()
         else:

@@ -14,8 +14,7 @@ from typing import Any
 import numpy as np
 
 from lbreplay.errors import InvalidInputError, LbReplayError, UsageError
-from lbreplay.kernel.naming import FIRST_BOUNDARY, LAST_BOUNDARY, namespace_of_topic, topic_hash
-from lbreplay.kernel.pulsar_json import (
+from lbreplay.kernel.json_readers import (
     as_array,
     as_number,
     as_object,
@@ -25,6 +24,7 @@ from lbreplay.kernel.pulsar_json import (
     parse_boundary,
     parse_bundle_name,
 )
+from lbreplay.kernel.naming import FIRST_BOUNDARY, LAST_BOUNDARY, namespace_of_topic, topic_hash
 
 SIMPLE_ACTIONS = ("shed", "split")
 OBJECT_ACTIONS = ("splitBundle", "assign", "lookup")

@@ -44,7 +44,7 @@ import yaml
 from lbreplay.errors import UsageError
 from lbreplay.kernel import naming
 from lbreplay.kernel.config import PulsarConfig
-from lbreplay.kernel.naming import LAST_BOUNDARY, format_range
+from lbreplay.kernel.naming import format_range
 from lbreplay.kernel.version_profile import profile_for
 from lbreplay.lake.host_usage import BrokerCapacity, LoadModel, report_usage_column, report_write_ticks
 from lbreplay.paths import CONF_DIR
@@ -582,7 +582,9 @@ def plan_ownership(weights: np.ndarray, capacity: np.ndarray, initial: int, even
         changed = np.flatnonzero(owner != prev)
         for b in changed:
             if prev[b] >= 0:
-                iv_bundle.append(int(b)); iv_broker.append(int(prev[b])); iv_from.append(int(since[b]))
+                iv_bundle.append(int(b))
+                iv_broker.append(int(prev[b]))
+                iv_from.append(int(since[b]))
                 iv_to.append(t - 1)
                 if alive[prev[b]]:
                     changes.add((int(prev[b]), t))
@@ -590,7 +592,10 @@ def plan_ownership(weights: np.ndarray, capacity: np.ndarray, initial: int, even
             changes.add((int(owner[b]), t))
         prev = owner.copy()
     for b in range(nb):
-        iv_bundle.append(b); iv_broker.append(int(owner[b])); iv_from.append(int(since[b])); iv_to.append(ticks - 1)
+        iv_bundle.append(b)
+        iv_broker.append(int(owner[b]))
+        iv_from.append(int(since[b]))
+        iv_to.append(ticks - 1)
     for br in np.flatnonzero(alive):
         alive_iv.append((int(br), int(alive_since[br]), ticks - 1))
     return OwnershipPlan(
@@ -627,7 +632,7 @@ def topics_frame(spark: Any, sc: Scenario, seed: int) -> Any:
     short_col = F.element_at(F.array(*[F.lit(n) for n in short]), F.col("ns_idx") + 1)
     name = F.when(
         block % 2 == 0,
-        F.format_string(f"persistent://%s/%s-events-%03d-partition-%d", ns_col, short_col, block,
+        F.format_string("persistent://%s/%s-events-%03d-partition-%d", ns_col, short_col, block,
                         local % PARTITIONS_PER_TOPIC),
     ).otherwise(F.format_string("persistent://%s/%s-%05d", ns_col, short_col, local))
     u1, u2 = uniform(seed, "weight-1", idx), uniform(seed, "weight-2", idx)

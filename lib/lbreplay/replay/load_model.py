@@ -31,9 +31,9 @@ class CpuCalibration:
 
         A broker's own fit is used where it is well determined: at least 3 samples, msg rates spread by at least
         ``min_spread`` (coefficient of variation) and a non-negative base and slope. Elsewhere (a broker seen
-        briefly or at a nearly constant rate, whose slope would extrapolate wildly) the fleet's base (median of the well-determined fits) is kept
-        and the slope is set so the model passes through the broker's own mean point, which keeps a slower
-        broker's higher cost per message.
+        briefly or at a nearly constant rate, whose slope would extrapolate wildly) the fleet's base (median of the
+        well-determined fits) is kept and the slope is set so the model passes through the broker's own mean
+        point, which keeps a slower broker's higher cost per message.
         """
         n = n.astype(np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
