@@ -601,7 +601,7 @@ class _GX:
         batch = asset.add_batch_definition_whole_dataframe("all").get_batch(batch_parameters={"dataframe": df})
         out: list[tuple[bool, int, str | None]] = [(True, 0, None)] * len(rules)
         indices = list(range(len(rules)))
-        formats: tuple[Literal["BOOLEAN_ONLY"], Literal["BASIC"]] = ("BOOLEAN_ONLY", "BASIC")
+        formats: tuple[Literal["BOOLEAN_ONLY", "BASIC"], ...] = ("BOOLEAN_ONLY", "BASIC")
         for rnd, fmt in enumerate(formats):
             if not indices:
                 break
@@ -611,6 +611,7 @@ class _GX:
             result = batch.validate(suite, result_format=fmt)
             failed = []
             for r in result.results:
+                assert r.expectation_config is not None  # a suite's results carry their expectation
                 i = int(r.expectation_config.meta["index"])
                 info = r.exception_info or {}
                 raised = bool(info.get("raised_exception")) if isinstance(info, dict) else False

@@ -137,3 +137,9 @@ class LoadView:
     @property
     def msg_throughput(self) -> np.ndarray:
         return self.totals[:, THR_IN] + self.totals[:, THR_OUT]
+
+    def decision(self, action: str, bundle: str, src: str | None, dst: str | None, reason: str, strategy: str,
+                 details: dict[str, float] | None = None, children: list[str] | None = None) -> Decision:
+        """A decision taken at this tick (``seq`` is numbered by the engine in the order of the tick's decisions)."""
+        return Decision(self.tick, self.ts_ms, 0, action, bundle, src, dst, children, strategy, reason,
+                        dict(details or {}))
