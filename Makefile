@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install warm demo test bench clean browser test-pulsar test-pulsar-trimmed
+.PHONY: install warm demo test lint bench clean browser test-pulsar test-pulsar-trimmed
 
 $(STAMP): setup.cfg pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (Python 3.11)"; exit 1; }
@@ -23,9 +23,15 @@ warm: install
 demo: warm
 	$(BIN)/lbreplay demo
 
-test: warm browser
+test: lint warm browser
 	$(BIN)/python -m pytest -q tests
 	$(MAKE) test-airflow
+
+# ruff (pyproject.toml) and mypy (setup.cfg) with zero findings on lib/, then the layering and size check.
+lint: install
+	$(BIN)/ruff check lib
+	$(BIN)/mypy
+	$(BIN)/python -m lbreplay.devtools.imports
 
 # Headless Chromium for the report's browser test (Debian's package; sudo only when not root).
 browser:

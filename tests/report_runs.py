@@ -1,4 +1,4 @@
-"""Two real replay runs shared by tests/test_report.py and tests/test_views.py (produced once per session).
+"""Two real replay runs shared by tests/report/test_report.py and tests/lake/test_views.py (produced once per session).
 
 The history (tests/replay/history.py): 5 brokers, 16 bundles of 10 MB/s + 2000 msg/s each; broker-0 owns 8 of
 them, brokers 1-4 two each; broker-4 has no row from tick ``LEAVE_AT`` on (it leaves). It is validated like any

@@ -134,7 +134,8 @@ def verify(
 @app.command()
 def replay(
     cluster: str = typer.Option(..., "--cluster"),
-    config: Optional[str] = typer.Option(None, "--config", help="YAML with pulsar:/replay: maps (or a preset name under conf/strategies/)."),
+    config: Optional[str] = typer.Option(
+        None, "--config", help="YAML with pulsar:/replay: maps (or a preset name under conf/strategies/)."),
     broker_conf: Optional[str] = typer.Option(None, "--broker-conf", help="A real broker.conf (properties)."),
     set_: list[str] = typer.Option([], "--set", help="Override one key: key=value (replay.<opt>=v for replay options)."),
     mode: Optional[str] = typer.Option(None, "--mode", help="closed-loop (what-if) or observed (audit)."),

@@ -35,7 +35,6 @@ Semantics chosen where the contract leaves room:
 from __future__ import annotations
 
 import json
-import math
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -43,12 +42,34 @@ from typing import Any
 
 import numpy as np
 
+from lbreplay.decide_json import (
+    hex_boundary,
+    parse_actions,
+    parse_namespaces,
+    parse_request_text,
+    parse_topics,
+    plain_json,
+    with_request_root,
+)
 from lbreplay.errors import EXIT_FAILURE, InvalidInputError, LbReplayError, UsageError
 from lbreplay.kernel.config import PulsarConfig, is_extensible, short_class
 from lbreplay.kernel.extensible.context import ExtensibleContext
 from lbreplay.kernel.extensible.extensible_load_manager import SHEDDING_STRATEGY, ExtensibleLoadManager
 from lbreplay.kernel.extensible.split_scheduler import SPLIT_STRATEGY
+from lbreplay.kernel.extensible.transfer_shedder import TransferShedder
+from lbreplay.kernel.json_readers import (
+    as_array,
+    as_int,
+    as_object,
+    as_string,
+    check_keys,
+    child,
+    parse_boundary,
+    parse_bundle_name,
+)
+from lbreplay.kernel.leader_state import LeaderState
 from lbreplay.kernel.load_data import Brokers
+from lbreplay.kernel.load_data_json import load_data_from_request
 from lbreplay.kernel.modular_load_manager import ModularLoadManager
 from lbreplay.kernel.naming import (
     FIRST_BOUNDARY,
@@ -63,31 +84,17 @@ from lbreplay.kernel.naming import (
     topic_hash,
 )
 from lbreplay.kernel.naming import parse_bundle_name as split_name
-from lbreplay.kernel.placement import LeaderState, clear_preallocations
+from lbreplay.kernel.placement import clear_preallocations
 from lbreplay.kernel.policies import NamespacePolicies
-from lbreplay.kernel.pulsar_json import (
-    ExtensibleSnapshot,
-    as_array,
-    as_int,
-    as_number,
-    as_object,
-    as_string,
-    check_keys,
-    child,
-    load_data_from_request,
-    parse_boundary,
-    parse_bundle_name,
-    parse_extensible,
-)
+from lbreplay.kernel.pulsar_json import ExtensibleSnapshot, parse_extensible
 from lbreplay.kernel.split_algorithms import TopicStats, apply_split, check_operator_split, split_boundaries
+from lbreplay.kernel.strategy import LoadSheddingStrategy
 
 STATE_VERSION = 1
 TOP_LEVEL_KEYS = (
     "config", "nowMillis", "loadData", "extensible", "namespaces", "isolationPolicies", "failureDomains",
     "topics", "strategyState", "actions",
 )
-SIMPLE_ACTIONS = ("shed", "split")
-OBJECT_ACTIONS = ("splitBundle", "assign", "lookup")
 
 
 class DecideFailure(LbReplayError):
@@ -105,7 +112,7 @@ def decide_command(request: str, seed: int) -> None:
         text = _read_request(request)
         req = parse_request_text(text)
         response = decide(req, seed)
-        out = json.dumps(_jsonable(response), separators=(",", ":"), allow_nan=False)
+        out = json.dumps(plain_json(response), separators=(",", ":"), allow_nan=False)
     except LbReplayError as exc:
         raise type(exc)(_one_line(str(exc))) from None
     except RecursionError:
@@ -132,17 +139,8 @@ def _read_request(request: str) -> str:
         raise UsageError(f"--request: {request!r} is not UTF-8 text: {exc.reason}") from None
 
 
-def parse_request_text(text: str) -> dict[str, Any]:
-    """Decode the request JSON; malformed JSON is a usage error (exit 2) with line and column."""
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"$: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-    return as_object(doc, "$", allow_null=False)
-
-
 # ----------------------------------------------------------------------------------------------------------
-# The tick
+# The response
 # ----------------------------------------------------------------------------------------------------------
 @dataclass
 class Response:
@@ -180,138 +178,8 @@ def decide(req: Mapping[str, Any], seed: int = 0) -> dict[str, Any]:
     return resp.to_json()
 
 
-def parse_actions(doc: Any) -> list[tuple[str, str, Any]]:
-    """``actions``: ``"shed"``, ``"split"``, ``{"splitBundle": {...}}``, ``{"assign": [...]}``, ``{"lookup": [...]}``."""
-    out: list[tuple[str, str, Any]] = []
-    for i, a in enumerate(as_array(doc, "$.actions")):
-        p = child("$.actions", i)
-        if isinstance(a, str):
-            if a not in SIMPLE_ACTIONS:
-                raise UsageError(f"{p}: unknown action {a!r}; known: shed, split, splitBundle, assign, lookup")
-            out.append((p, a, None))
-            continue
-        o = as_object(a, p, allow_null=False)
-        if len(o) != 1:
-            raise UsageError(f"{p}: an action object has exactly one key (splitBundle, assign or lookup)")
-        (kind, arg), = o.items()
-        if kind not in OBJECT_ACTIONS:
-            raise UsageError(f"{child(p, kind)}: unknown action {kind!r}; known: shed, split, splitBundle, assign, lookup")
-        ap = child(p, kind)
-        if kind == "splitBundle":
-            out.append((ap, kind, as_object(arg, ap, allow_null=False)))
-        else:
-            items = [as_string(v, child(ap, j)) for j, v in enumerate(as_array(arg, ap))]
-            if kind == "assign":
-                for j, name in enumerate(items):
-                    parse_bundle_name(name, child(ap, j))
-            out.append((ap, kind, items))
-    return out
-
-
 # ----------------------------------------------------------------------------------------------------------
-# Output helpers
-# ----------------------------------------------------------------------------------------------------------
-def _jsonable(value: Any) -> Any:
-    """Plain JSON: NumPy scalars/arrays to Python, non-finite floats to null, tuples/sets to lists."""
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, (set, frozenset)):
-        return [_jsonable(v) for v in sorted(value)]
-    if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist())
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        f = float(value)
-        return f if math.isfinite(f) else None
-    return value
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Request parts other than Pulsar objects
-# ----------------------------------------------------------------------------------------------------------
-def parse_namespaces(doc: Any, path: str = "$.namespaces") -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """``namespaces``: per namespace an explicit bundle layout (``boundaries``) and local ``policies``.
-
-    A layout is the sorted boundary list of ``NamespaceBundles``: at least two hex values, strictly increasing,
-    from ``0x00000000`` to ``0xffffffff``. Returns (layouts, the raw block for ``NamespacePolicies.from_json``).
-    """
-
-    layouts: dict[str, np.ndarray] = {}
-    o = as_object(doc, path)
-    for ns, entry in o.items():
-        p = child(path, ns)
-        parts = ns.split("/")
-        if len(parts) not in (2, 3) or not all(parts):
-            raise InvalidInputError(f"{p}: malformed namespace name {ns!r}: expected tenant/namespace")
-        e = as_object(entry, p)
-        check_keys(e, ("boundaries", "policies"), p)
-        as_object(e.get("policies"), child(p, "policies"))
-        if e.get("boundaries") is None:
-            continue
-        bp = child(p, "boundaries")
-        vals = [parse_boundary(v, child(bp, i)) for i, v in enumerate(as_array(e["boundaries"], bp))]
-        if len(vals) < 2 or vals[0] != FIRST_BOUNDARY or vals[-1] != LAST_BOUNDARY:
-            raise InvalidInputError(f"{bp}: a bundle layout runs from 0x00000000 to 0xffffffff with >= 2 boundaries")
-        for i in range(1, len(vals)):
-            if vals[i] <= vals[i - 1]:
-                raise InvalidInputError(f"{child(bp, i)}: boundaries must be strictly increasing")
-        layouts[ns] = np.asarray(vals, dtype=np.int64)
-    return layouts, o
-
-
-def parse_topics(doc: Any, path: str = "$.topics") -> dict[str, list[dict[str, Any]]]:
-    """``topics``: per bundle, its topics' stats (``TopicStats`` of the topic-aware split algorithms).
-
-    Each topic must be a valid topic name of the bundle's namespace whose CRC-32 lies in the bundle's range.
-    """
-    out: dict[str, list[dict[str, Any]]] = {}
-    for bundle, records in as_object(doc, path).items():
-        bpath = child(path, bundle)
-        ns, lower, upper = parse_bundle_name(bundle, bpath)
-        recs: list[dict[str, Any]] = []
-        for i, rec in enumerate(as_array(records, bpath)):
-            rp = child(bpath, i)
-            r = as_object(rec, rp, allow_null=False)
-            if r.get("topic") is None:
-                raise UsageError(f"{child(rp, 'topic')}: missing")
-            topic = as_string(r["topic"], child(rp, "topic"))
-            try:
-                tns = namespace_of_topic(topic)
-                h = int(topic_hash(topic)[0])
-            except ValueError as exc:
-                raise InvalidInputError(f"{child(rp, 'topic')}: {exc}") from None
-            if tns != ns:
-                raise InvalidInputError(f"{child(rp, 'topic')}: topic of namespace {tns!r}, not of bundle {bundle!r}")
-            if not (lower <= h < upper or (h == upper == 0xFFFFFFFF)):
-                raise InvalidInputError(f"{child(rp, 'topic')}: topic hash 0x{h:08x} is outside bundle {bundle!r}")
-            clean: dict[str, Any] = {"topic": topic}
-            for key in ("msgRateIn", "msgRateOut", "msgThroughputIn", "msgThroughputOut"):
-                if r.get(key) is not None:
-                    clean[key] = as_number(r[key], child(rp, key), minimum=0.0)
-            recs.append(clean)
-        out[bundle] = recs
-    return out
-
-
-def _prefixed(exc: LbReplayError) -> LbReplayError:
-    """Re-raise a kernel parser's error with the request's ``$.`` root on its path."""
-    msg = str(exc)
-    if not msg.startswith("$"):
-        msg = "$." + msg
-    return type(exc)(msg)
-
-
-def _hex(x: int) -> str:
-    return f"0x{int(x):08x}"
-
-
-# ----------------------------------------------------------------------------------------------------------
-# One tick
+# One call: the leader's state and the actions
 # ----------------------------------------------------------------------------------------------------------
 class DecideRequest:
     """The leader's state for one ``decide`` call: snapshot, strategies (restored from ``strategyState``), layouts.
@@ -334,6 +202,7 @@ class DecideRequest:
         self.state_in = self._state(req.get("strategyState"))
         self._derived_layouts: dict[str, np.ndarray] = {}
         self.assigned_ext: dict[str, str] = {}
+        self.shedder: LoadSheddingStrategy | TransferShedder
         if self.extensible:
             self._init_extensible()
         else:
@@ -354,7 +223,7 @@ class DecideRequest:
                 shedding_excluded_namespaces=self.conf["loadBalancerSheddingExcludedNamespaces"],
             )
         except LbReplayError as exc:
-            raise _prefixed(exc) from None
+            raise with_request_root(exc) from None
 
     def _now(self, req: Mapping[str, Any]) -> int:
         """``nowMillis``, else the newest report time in the snapshot (deterministic, never the wall clock)."""
@@ -396,7 +265,7 @@ class DecideRequest:
         try:
             self.manager = ModularLoadManager(conf, self.policies, self.rng)
         except LbReplayError as exc:
-            raise _prefixed(exc) from None
+            raise with_request_root(exc) from None
         self.shedder, self.placement = self.manager.shedder, self.manager.placement
         self.shed_name, self.place_name = shed_name, place_name
         self._restore(self.shedder, "shedding", shed_name)
@@ -523,7 +392,7 @@ class DecideRequest:
             if not d.ok:
                 continue
             self._set_layout(d.namespace, apply_split(self.layout(d.namespace), d.lower, d.upper, d.boundaries))
-            resp.split.append({"broker": d.broker, "bundle": d.bundle, "boundaries": [_hex(x) for x in d.boundaries],
+            resp.split.append({"broker": d.broker, "bundle": d.bundle, "boundaries": [hex_boundary(x) for x in d.boundaries],
                                "algorithm": d.algorithm, "reason": d.reason})
 
     def _auto_split_extensible(self, resp: Response) -> None:
@@ -555,7 +424,7 @@ class DecideRequest:
                 self._set_layout(d.namespace, apply_split(self.layout(d.namespace), d.lower, d.upper, d.boundaries))
             except ValueError:
                 pass  # not in the layout we know: report the decision anyway
-            resp.split.append({"broker": d.broker, "bundle": d.bundle, "boundaries": [_hex(x) for x in d.boundaries],
+            resp.split.append({"broker": d.broker, "bundle": d.bundle, "boundaries": [hex_boundary(x) for x in d.boundaries],
                                "algorithm": d.algorithm, "reason": d.reason})
         resp.stats["split"] = self.splitter.stats()
 
@@ -600,7 +469,7 @@ class DecideRequest:
         self._set_layout(ns, new_layout)
         if row >= 0:
             self.ld.bundles.has_bundle_data[row] = False
-        resp.split.append({"broker": self._owner(bundle), "bundle": bundle, "boundaries": [_hex(x) for x in cuts],
+        resp.split.append({"broker": self._owner(bundle), "bundle": bundle, "boundaries": [hex_boundary(x) for x in cuts],
                            "algorithm": chosen, "reason": "Admin"})
 
     def _owner(self, bundle: str) -> str | None:

@@ -14,14 +14,13 @@ import pytest
 
 from lbreplay.errors import InvalidInputError, UsageError
 from lbreplay.kernel.config import PulsarConfig
+from lbreplay.kernel.load_data_json import bundle_data_json, load_data_from_request
 from lbreplay.kernel.pulsar_json import (
     BrokerLoadData,
     BundleData,
     LocalBrokerData,
     TimeAverageBrokerData,
     TopBundlesLoadData,
-    bundle_data_json,
-    load_data_from_request,
     parse_extensible,
 )
 

@@ -9,7 +9,7 @@ import pytest
 
 from lbreplay.kernel.naming import bundle_names, initial_boundaries
 from lbreplay.replay.engine import ObservedTick, Replay, RunSpec, StaticInputs
-from lbreplay.replay.load_model import Calibration
+from lbreplay.replay.load_model import CpuCalibration
 from lbreplay.replay.ring_load import IntervalLoad, PointLoad, bundle_span
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -19,7 +19,7 @@ USAGE = np.array([10.0, 1024.0, 512.0, 0.0, 0.0])
 
 def _static(n_brokers: int) -> StaticInputs:
     ids = [f"broker-{i}:8080" for i in range(n_brokers)]
-    return StaticInputs(ids, ["tenant/ns"], Calibration(np.full(n_brokers, 5.0), np.full(n_brokers, 0.004)))
+    return StaticInputs(ids, ["tenant/ns"], CpuCalibration(np.full(n_brokers, 5.0), np.full(n_brokers, 0.004)))
 
 
 def _ticks(n_brokers: int, owner: list[int], n_ticks: int, leave_at: int | None = None, per_bundle_rate: float = 2000.0):
@@ -143,7 +143,7 @@ def test_calibration_fits_per_broker_and_falls_back_when_ill_determined() -> Non
     """Load model calibration: brokers with spread-out msg rates get their own least-squares fit (a 0.5x broker
     keeps twice the CPU per message); a broker seen at a nearly constant rate gets the fleet base and a slope
     through its own mean point instead of a wild extrapolating fit."""
-    from lbreplay.replay.load_model import Calibration
+    from lbreplay.replay.load_model import CpuCalibration
 
     rng = np.random.default_rng(0)
     xs = [rng.uniform(50_000, 100_000, 50), rng.uniform(50_000, 100_000, 50), np.full(20, 80_000.0) + rng.normal(0, 200, 20)]
@@ -152,7 +152,7 @@ def test_calibration_fits_per_broker_and_falls_back_when_ill_determined() -> Non
     ys[2] = ys[2] + rng.normal(0, 5, 20)  # noise dominates the tiny spread: its own fit is meaningless
     sums = [np.array([len(x) for x in xs])] + [np.array(v) for v in (
         [x.sum() for x in xs], [y.sum() for y in ys], [(x * x).sum() for x in xs], [(x * y).sum() for x, y in zip(xs, ys)])]
-    cal = Calibration.from_sums(*sums)
+    cal = CpuCalibration.from_sums(*sums)
     assert np.allclose(cal.cpu_base[:2], 40.0) and np.allclose(cal.cpu_per_msg[:2], [0.004, 0.008])
     assert cal.cpu_base[2] == pytest.approx(40.0, rel=1e-6)
     assert cal.cpu_base[2] + cal.cpu_per_msg[2] * xs[2].mean() == pytest.approx(ys[2].mean(), rel=1e-9)

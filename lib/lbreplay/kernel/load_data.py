@@ -406,7 +406,7 @@ def cached(ld: LoadData, group: str, key: Any, compute: Callable[[], T], *deps: 
         value = entries[key] = compute()
         if group == "prealloc" and isinstance(value, PreallocationFollower):
             cache.followers.append((key, value))
-    return value  # type: ignore[return-value]
+    return value
 
 
 _MISSING = object()
@@ -459,6 +459,7 @@ class PreallocationSums(PreallocationFollower):
         for row, holder in zip(rows.tolist(), holders.tolist()):
             self._rows.setdefault(holder, []).append(row)
         self.topics = np.zeros(nb, dtype=np.int64)
+        self.rate: np.ndarray
         if rows.size == 0:
             self.rate = np.zeros(nb)
         else:

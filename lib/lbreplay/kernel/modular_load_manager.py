@@ -18,9 +18,10 @@ import numpy as np
 from lbreplay.errors import UsageError
 from lbreplay.kernel.bundle_split import SplitDecision, check_namespace_bundle_split
 from lbreplay.kernel.config import PulsarConfig, short_class
+from lbreplay.kernel.leader_state import LeaderState
 from lbreplay.kernel.load_data import LoadData, derived_cache
 from lbreplay.kernel.naming import split_bundle_name
-from lbreplay.kernel.placement import LeaderState, selection
+from lbreplay.kernel.placement import selection
 from lbreplay.kernel.policies import NamespacePolicies
 from lbreplay.kernel.split_algorithms import TopicStats
 from lbreplay.kernel.strategy import LoadSheddingStrategy, ModularLoadManagerStrategy, Unload, strategy_class
@@ -43,7 +44,7 @@ def create_strategies(conf: PulsarConfig) -> tuple[LoadSheddingStrategy, Modular
                 f"config.loadBalancerLoadSheddingStrategy: the load shedding strategy {shedding_name} "
                 f"can't work with the placement strategy {placement_name}"
             )
-        return placement, placement  # type: ignore[return-value]
+        return placement, placement
     return strategy_class("shedding", shedding_name)(), placement
 
 

@@ -10,7 +10,6 @@ No cross-tick state. Brokers are visited in sorted id order (Java: hash-map orde
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from lbreplay.kernel.config import PulsarConfig

@@ -381,7 +381,8 @@ class NamespacePolicies:
         available_mask: np.ndarray,
         ranges: BrokerNamespaceRanges,
     ) -> bool:
-        """``ModularLoadManagerImpl.shouldAntiAffinityNamespaceUnload`` -> ``LoadManagerShared.shouldAntiAffinityNamespaceUnload``.
+        """``ModularLoadManagerImpl.shouldAntiAffinityNamespaceUnload`` ->
+        ``LoadManagerShared.shouldAntiAffinityNamespaceUnload``.
 
         Among the brokers passing the namespace policies: unload when some broker owns no namespace of the
         group, or the owner owns more than the least; refuse when every candidate owns the same count.

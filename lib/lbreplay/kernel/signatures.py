@@ -22,6 +22,6 @@ def same_parameters(template: Callable[P, Any]) -> Callable[[Callable[..., R]], 
     def wrap(fn: Callable[..., R]) -> Callable[P, R]:
         ret = inspect.signature(fn).return_annotation
         fn.__signature__ = inspect.signature(template).replace(return_annotation=ret)  # type: ignore[attr-defined]
-        return fn  # type: ignore[return-value]
+        return fn
 
     return wrap

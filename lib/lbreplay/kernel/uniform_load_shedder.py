@@ -23,7 +23,6 @@ Brokers and bundles are visited in sorted order (Java: hash-map order), so ties 
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from lbreplay.kernel.config import PulsarConfig

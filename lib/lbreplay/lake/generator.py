@@ -22,7 +22,7 @@ How it is built (no per-row driver loops):
   x noise x jitter x hot-bundle ramp, kept as integer milli-msg/s and bytes/s so every sum is exact and the
   tables are identical for the same seed whatever the partitioning.
 * bundles and brokers -- sums per (tick, bundle) and (tick, broker); broker resource usage from
-  :mod:`lbreplay.lake.load_model`; the report write rule (``needBrokerDataUpdate``) is a sequential fold per
+  :mod:`lbreplay.lake.host_usage`; the report write rule (``needBrokerDataUpdate``) is a sequential fold per
   broker; the leader's view at each tick is each broker's last written report (``broker_load``, with its
   ``lastStats`` in ``bundle_load``). ``topic_load`` holds the current per-topic rates at every tick.
 
@@ -44,9 +44,9 @@ import yaml
 from lbreplay.errors import UsageError
 from lbreplay.kernel import naming
 from lbreplay.kernel.config import PulsarConfig
-from lbreplay.kernel.naming import LAST_BOUNDARY, format_range
+from lbreplay.kernel.naming import format_range
 from lbreplay.kernel.version_profile import profile_for
-from lbreplay.lake.load_model import BrokerCapacity, LoadModel, report_usage_column, report_write_ticks
+from lbreplay.lake.host_usage import BrokerCapacity, LoadModel, report_usage_column, report_write_ticks
 from lbreplay.paths import CONF_DIR
 
 if TYPE_CHECKING:
@@ -585,7 +585,9 @@ def plan_ownership(weights: np.ndarray, capacity: np.ndarray, initial: int, even
         changed = np.flatnonzero(owner != prev)
         for b in changed:
             if prev[b] >= 0:
-                iv_bundle.append(int(b)); iv_broker.append(int(prev[b])); iv_from.append(int(since[b]))
+                iv_bundle.append(int(b))
+                iv_broker.append(int(prev[b]))
+                iv_from.append(int(since[b]))
                 iv_to.append(t - 1)
                 if alive[prev[b]]:
                     changes.add((int(prev[b]), t))
@@ -593,7 +595,10 @@ def plan_ownership(weights: np.ndarray, capacity: np.ndarray, initial: int, even
             changes.add((int(owner[b]), t))
         prev = owner.copy()
     for b in range(nb):
-        iv_bundle.append(b); iv_broker.append(int(owner[b])); iv_from.append(int(since[b])); iv_to.append(ticks - 1)
+        iv_bundle.append(b)
+        iv_broker.append(int(owner[b]))
+        iv_from.append(int(since[b]))
+        iv_to.append(ticks - 1)
     for br in np.flatnonzero(alive):
         alive_iv.append((int(br), int(alive_since[br]), ticks - 1))
     return OwnershipPlan(
@@ -630,7 +635,7 @@ def topics_frame(spark: Any, sc: Scenario, seed: int) -> Any:
     short_col = F.element_at(F.array(*[F.lit(n) for n in short]), F.col("ns_idx") + 1)
     name = F.when(
         block % 2 == 0,
-        F.format_string(f"persistent://%s/%s-events-%03d-partition-%d", ns_col, short_col, block,
+        F.format_string("persistent://%s/%s-events-%03d-partition-%d", ns_col, short_col, block,
                         local % PARTITIONS_PER_TOPIC),
     ).otherwise(F.format_string("persistent://%s/%s-%05d", ns_col, short_col, local))
     u1, u2 = uniform(seed, "weight-1", idx), uniform(seed, "weight-2", idx)
@@ -662,7 +667,7 @@ def topics_frame(spark: Any, sc: Scenario, seed: int) -> Any:
 
 
 @dataclass
-class Calibration:
+class TrafficCalibration:
     """Driver-side numbers derived from the topics: the traffic scale and per-bundle loads."""
 
     scale: float  # msg/s in per unit of topic weight
@@ -672,7 +677,7 @@ class Calibration:
     hot_multiplier: float
 
 
-def calibrate(topics: Any, sc: Scenario) -> Calibration:
+def calibrate(topics: Any, sc: Scenario) -> TrafficCalibration:
     """Scale traffic so the initial brokers' mean cpu and bandwidth usage are at most ``target_utilization``."""
     t = topics.sort_values("topic_idx")
     w = t["weight"].to_numpy(dtype=np.float64)
@@ -707,10 +712,10 @@ def calibrate(topics: Any, sc: Scenario) -> Calibration:
             raise UsageError("traffic.hot_bundle: no bundle with at least 2 topics in that namespace")
         goal = hb.threshold_factor * float(sc.pulsar["loadBalancerNamespaceBundleMaxMsgRate"])
         mult = max(1.0, goal / float(bundle_rate[hot])) if bundle_rate[hot] > 0 else 1.0
-    return Calibration(scale, bundle_rate, bundle_topics, hot, mult)
+    return TrafficCalibration(scale, bundle_rate, bundle_topics, hot, mult)
 
 
-def _ticks_frame(spark: Any, sc: Scenario, cal: Calibration, partitions: int) -> Any:
+def _ticks_frame(spark: Any, sc: Scenario, cal: TrafficCalibration, partitions: int) -> Any:
     from pyspark.sql import functions as F
 
     tr = sc.traffic
@@ -732,7 +737,7 @@ def _ticks_frame(spark: Any, sc: Scenario, cal: Calibration, partitions: int) ->
     )
 
 
-def topic_ticks_frame(spark: Any, sc: Scenario, seed: int, topics: Any, cal: Calibration) -> Any:
+def topic_ticks_frame(spark: Any, sc: Scenario, seed: int, topics: Any, cal: TrafficCalibration) -> Any:
     """ticks x topics with integer ``rate_in_milli`` (msg/s x 1000), ``thr_in`` bytes/s and the out sides."""
     from pyspark.sql import functions as F
 
@@ -773,7 +778,7 @@ class GenerateResult:
     rows: dict[str, int]
     seconds: float
     plan: OwnershipPlan
-    calibration: Calibration
+    calibration: TrafficCalibration
     brokers: list[str]
 
 

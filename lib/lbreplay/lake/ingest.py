@@ -304,12 +304,12 @@ def timestamp_from_name(name: str) -> int | None:
             continue
         ms = int((frac or "0").ljust(3, "0")[:3])
         return int(dt.timestamp()) * 1000 + ms
-    m = _MILLIS_RE.search(name)
-    if m:
-        return int(m.group(1))
-    m = _SECONDS_RE.search(name)
-    if m:
-        return int(m.group(1)) * 1000
+    millis = _MILLIS_RE.search(name)
+    if millis:
+        return int(millis.group(1))
+    seconds = _SECONDS_RE.search(name)
+    if seconds:
+        return int(seconds.group(1)) * 1000
     return None
 
 
@@ -566,6 +566,7 @@ def parse_file(path: Path, root: Path, cluster: str, out: DumpRows) -> None:
         found = set(kinds.values())
         if len(found) == 1 and None not in found:
             (kind,) = found
+            assert kind is not None
             for key in sorted(doc):
                 node = _Node(doc[key], shown, _jp("$", key))
                 _PARSERS[kind](node, _Source(shown, rel, root, key), cluster, out)
@@ -575,7 +576,7 @@ def parse_file(path: Path, root: Path, cluster: str, out: DumpRows) -> None:
         if bad is not None and len(found) > 1:
             raise InvalidInputError(f"{shown}: {_jp('$', bad)}: not a recognised Pulsar load object")
         if len(found) > 1:
-            raise InvalidInputError(f"{shown}: $: a map mixing {sorted(found)}; use one file per type")
+            raise InvalidInputError(f"{shown}: $: a map mixing {sorted(k for k in found if k)}; use one file per type")
     raise InvalidInputError(
         f"{shown}: $: not a recognised Pulsar load dump (expected LocalBrokerData, BundleData, TimeAverageBrokerData, "
         "BrokerLoadData or TopBundlesLoadData, or an object mapping names to one of them)"

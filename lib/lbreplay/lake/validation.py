@@ -52,7 +52,7 @@ import logging
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Literal
 
 from lbreplay.errors import InvalidInputError
 from lbreplay.lake.dump_tables import (
@@ -151,6 +151,7 @@ class Rule:
                 column=col, min_value=self.min_value, max_value=self.max_value, strict_min=self.strict_min, **common
             )
         if self.kind == "regex":
+            assert self.regex is not None  # a regex rule carries its pattern
             return gxe.ExpectColumnValuesToMatchRegex(column=col, regex=self.regex, **common)
         if self.kind == "pair":
             return gxe.ExpectColumnPairValuesAToBeGreaterThanB(
@@ -639,7 +640,8 @@ class _GX:
         batch = asset.add_batch_definition_whole_dataframe("all").get_batch(batch_parameters={"dataframe": df})
         out: list[tuple[bool, int, str | None]] = [(True, 0, None)] * len(rules)
         indices = list(range(len(rules)))
-        for rnd, fmt in enumerate(("BOOLEAN_ONLY", "BASIC")):
+        formats: tuple[Literal["BOOLEAN_ONLY", "BASIC"], ...] = ("BOOLEAN_ONLY", "BASIC")
+        for rnd, fmt in enumerate(formats):
             if not indices:
                 break
             suite = self.ctx.suites.add(
@@ -648,6 +650,7 @@ class _GX:
             result = batch.validate(suite, result_format=fmt)
             failed = []
             for r in result.results:
+                assert r.expectation_config is not None  # a suite's results carry their expectation
                 i = int(r.expectation_config.meta["index"])
                 info = r.exception_info or {}
                 raised = bool(info.get("raised_exception")) if isinstance(info, dict) else False

@@ -122,12 +122,6 @@ class ExtensibleLeader:
             recently_unloaded_brokers=self.recently_unloaded_brokers, policies=self.policies,
         )
 
-    def _decision(self, view: LoadView, action: str, bundle: str, src: str | None, dst: str | None, reason: str,
-                  details: dict[str, float] | None = None, children: list[str] | None = None,
-                  strategy: str | None = None) -> Decision:
-        return Decision(view.tick, view.ts_ms, 0, action, bundle, src, dst, children, strategy or self.strategy,
-                        reason, dict(details or {}))
-
     def _shed(self, view: LoadView, ownership: Ownership, to_assign: list[str]) -> list[Decision]:
         """UnloadScheduler: issue the TransferShedder's decisions on bundles of the layout."""
         ctx = self._context(view, ownership)
@@ -144,7 +138,7 @@ class ExtensibleLeader:
                 ownership.set_owner(row, -1 if u.destination is None else index[u.destination])
                 if u.destination is None:
                     to_assign.append(u.bundle)
-            out.append(self._decision(view, action, u.bundle, u.broker, u.destination, u.reason, u.details))
+            out.append(view.decision(action, u.bundle, u.broker, u.destination, u.reason, self.strategy, u.details))
             return True
 
         self.manager.unload_scheduler.execute(ctx, self.conf, issue)
@@ -176,8 +170,8 @@ class ExtensibleLeader:
             if view.apply:  # the what-if applies the split; an audit only records it
                 ownership.split(d.bundle, list(d.children), False)
             src = ids[parent] if parent >= 0 else d.broker
-            out.append(self._decision(view, "SPLIT", d.bundle, src, src, d.reason, d.details,
-                                      children=list(d.children), strategy=SPLIT_STRATEGY))
+            out.append(view.decision("SPLIT", d.bundle, src, src, d.reason, SPLIT_STRATEGY, d.details,
+                                     children=list(d.children)))
         return out
 
     def _assign(self, bundles: list[str], view: LoadView, ownership: Ownership) -> list[Decision]:
@@ -194,6 +188,5 @@ class ExtensibleLeader:
             if b < 0:
                 continue
             ownership.set_owner(row, int(b))
-            out.append(self._decision(view, "ASSIGN", bundle, None, self.broker_ids[b], "Assignment",
-                                      strategy=PLACEMENT_STRATEGY))
+            out.append(view.decision("ASSIGN", bundle, None, self.broker_ids[b], "Assignment", PLACEMENT_STRATEGY))
         return out

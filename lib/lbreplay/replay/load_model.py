@@ -20,20 +20,20 @@ MIN_RELATIVE_SPREAD = 0.05  # a per-broker fit needs msg rates varying by >= 5 %
 
 
 @dataclass
-class Calibration:
+class CpuCalibration:
     cpu_base: np.ndarray  # (B,) % of one core
     cpu_per_msg: np.ndarray  # (B,) % per msg/s
 
     @classmethod
     def from_sums(cls, n: np.ndarray, sx: np.ndarray, sy: np.ndarray, sxx: np.ndarray, sxy: np.ndarray,
-                  min_spread: float = MIN_RELATIVE_SPREAD) -> "Calibration":
+                  min_spread: float = MIN_RELATIVE_SPREAD) -> "CpuCalibration":
         """Least squares ``y = a + b x`` per broker from per-broker sums.
 
         A broker's own fit is used where it is well determined: at least 3 samples, msg rates spread by at least
         ``min_spread`` (coefficient of variation) and a non-negative base and slope. Elsewhere (a broker seen
-        briefly or at a nearly constant rate, whose slope would extrapolate wildly) the fleet's base (median of the well-determined fits) is kept
-        and the slope is set so the model passes through the broker's own mean point, which keeps a slower
-        broker's higher cost per message.
+        briefly or at a nearly constant rate, whose slope would extrapolate wildly) the fleet's base (median of the
+        well-determined fits) is kept and the slope is set so the model passes through the broker's own mean
+        point, which keeps a slower broker's higher cost per message.
         """
         n = n.astype(np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -64,7 +64,7 @@ def _fit(n: np.ndarray, sx: np.ndarray, sy: np.ndarray, sxx: np.ndarray, sxy: np
 
 
 def model_usage(
-    calib: Calibration,
+    calib: CpuCalibration,
     msg_rate: np.ndarray,
     throughput_in: np.ndarray,
     throughput_out: np.ndarray,

@@ -111,12 +111,6 @@ class ModularLeader:
         return write
 
     # ---------------------------------------------------------------- kernel calls
-    def _decision(self, view: LoadView, action: str, bundle: str, src: str | None, dst: str | None, reason: str,
-                  details: dict[str, float] | None = None, children: list[str] | None = None,
-                  strategy: str | None = None) -> Decision:
-        return Decision(view.tick, view.ts_ms, 0, action, bundle, src, dst, children, strategy or self.strategy,
-                        reason, dict(details or {}))
-
     def _shed(self, ld: LoadData, view: LoadView, ownership: Ownership, to_assign: list[str]) -> list[Decision]:
         """``doLoadShedding``; a bundle unloaded with a destination moves there, without one it is placed later."""
         layout = ownership.layout
@@ -133,7 +127,7 @@ class ModularLeader:
                 else:
                     ownership.set_owner(row, -1)
                     to_assign.append(u.bundle)
-            out.append(self._decision(view, "UNLOAD", u.bundle, src_id, u.destination, u.reason, u.details))
+            out.append(view.decision("UNLOAD", u.bundle, src_id, u.destination, u.reason, self.strategy, u.details))
         return out
 
     def _split(self, ld: LoadData, view: LoadView, ownership: Ownership, to_assign: list[str]) -> list[Decision]:
@@ -165,8 +159,8 @@ class ModularLeader:
             details = dict(d.details)
             details["boundaries"] = float(len(d.boundaries))
             src = self.broker_ids[parent_owner] if parent_owner >= 0 else d.broker
-            out.append(self._decision(view, "SPLIT", d.bundle, src, src if not d.unload else None, d.reason, details,
-                                      children=list(d.children), strategy=SPLIT_TASK))
+            out.append(view.decision("SPLIT", d.bundle, src, src if not d.unload else None, d.reason, SPLIT_TASK, details,
+                                     children=list(d.children)))
         if changed:
             self._rebuild_leader_rows(ownership.layout)
         return out
@@ -185,8 +179,7 @@ class ModularLeader:
                 if broker is None:
                     continue
                 ownership.set_owner(row_of[bundle], self.broker_row[broker])
-                out.append(self._decision(view, "ASSIGN", bundle, None, broker, "Assignment",
-                                          strategy=self.placement_strategy))
+                out.append(view.decision("ASSIGN", bundle, None, broker, "Assignment", self.placement_strategy))
         return out
 
     # ---------------------------------------------------------------- the leader's LoadData

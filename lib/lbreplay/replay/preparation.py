@@ -28,7 +28,7 @@ from lbreplay.lake import tables
 from lbreplay.lake.storage import path_exists, plain_parquet_files, run_concurrently, write_parquet
 from lbreplay.lake.validation import delta_version
 from lbreplay.lake.window import TimeWindow
-from lbreplay.replay.load_model import Calibration
+from lbreplay.replay.load_model import CpuCalibration
 from lbreplay.replay.stream_manifest import BROKER_COLUMNS, LOAD_COLUMNS, STREAM_FORMAT, StreamManifest
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, in
     # few files per part (the task keeps one batch of each open), parallel across the cores
     parts = max(1, min(int(spark.sparkContext.defaultParallelism), MAX_STREAM_FILES))
 
-    def broker_side() -> tuple[list[str], Calibration]:
+    def broker_side() -> tuple[list[str], CpuCalibration]:
         """The broker universe, the load model's calibration, then the broker and bundle parts."""
         brokers = sorted(r[0] for r in broker_load.select("broker").distinct().collect())
         if not brokers and window is not None:
@@ -167,7 +167,7 @@ def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, in
         def per_broker(k: str) -> np.ndarray:
             return np.array([float(sums[b][k] or 0.0) for b in brokers])
 
-        calib = Calibration.from_sums(per_broker("n"), per_broker("sx"), per_broker("sy"), per_broker("sxx"),
+        calib = CpuCalibration.from_sums(per_broker("n"), per_broker("sx"), per_broker("sy"), per_broker("sxx"),
                                       per_broker("sxy"))
         index = spark.createDataFrame([(b, i) for i, b in enumerate(brokers)], "broker STRING, broker_index INT")
         write_parquet(broker_load.transform(with_last_update_ms).transform(with_broker_index(index))

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from lbreplay.kernel.policies import NamespacePolicies
-from lbreplay.replay.load_model import Calibration
+from lbreplay.replay.load_model import CpuCalibration
 
 # Columns of the per-bundle load vectors: TimeAverageMessageData order, then sessions and topics.
 THR_IN, THR_OUT, RATE_IN, RATE_OUT, SESSIONS, TOPICS = range(6)
@@ -39,7 +39,7 @@ class StaticInputs:
 
     broker_ids: list[str]  # sorted universe of brokers seen in the history
     namespaces: list[str]  # sorted
-    calibration: Calibration
+    calibration: CpuCalibration
     policies: NamespacePolicies | None = None
 
 
@@ -137,3 +137,9 @@ class LoadView:
     @property
     def msg_throughput(self) -> np.ndarray:
         return self.totals[:, THR_IN] + self.totals[:, THR_OUT]
+
+    def decision(self, action: str, bundle: str, src: str | None, dst: str | None, reason: str, strategy: str,
+                 details: dict[str, float] | None = None, children: list[str] | None = None) -> Decision:
+        """A decision taken at this tick (``seq`` is numbered by the engine in the order of the tick's decisions)."""
+        return Decision(self.tick, self.ts_ms, 0, action, bundle, src, dst, children, strategy, reason,
+                        dict(details or {}))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import resource
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pandas as pd
@@ -91,10 +91,10 @@ def replay_run(spec: RunSpec, static: StaticInputs, manifest: StreamManifest,
 
 
 def run_partition(manifest: StreamManifest, policies_json: dict[str, Any] | None,
-                  progress_dir: str | None = None) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
+                  progress_dir: str | None = None) -> Callable[[Iterable[pd.DataFrame]], Iterable[pd.DataFrame]]:
     """The ``mapInPandas`` function: replays each run spec it receives; yields (run_id, kind, payload JSON)."""
 
-    def replay_specs(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    def replay_specs(batches: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         static = StaticInputs(manifest.broker_ids, manifest.namespaces, manifest.calibration(),
                               namespace_policies(policies_json))
         for pdf in batches:

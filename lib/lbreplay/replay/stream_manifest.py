@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from lbreplay.lake.tables import RESOURCES
-from lbreplay.replay.load_model import Calibration
+from lbreplay.replay.load_model import CpuCalibration
 
 STREAM_FORMAT = 7  # part of the cache key: bump when the stream's layout changes
 BROKER_COLUMNS = ("broker_index", *(f"{r}_{k}" for r in RESOURCES for k in ("usage", "limit")), "last_update_ms")
@@ -31,8 +31,8 @@ class StreamManifest:
     topic_files: list[str] | None = None  # topic_load's Parquet files the task reads itself
     topic_window_us: list[int | None] | None = None  # their [from, to) in epoch microseconds (null = open)
 
-    def calibration(self) -> Calibration:
-        return Calibration(np.array(self.cpu_base), np.array(self.cpu_per_msg))
+    def calibration(self) -> CpuCalibration:
+        return CpuCalibration(np.array(self.cpu_base), np.array(self.cpu_per_msg))
 
     def to_json(self) -> str:
         return json.dumps({k: v for k, v in asdict(self).items() if v is not None or k in ("topics", "stream")})

@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from lbreplay.replay.stream_manifest import BUNDLE_COLUMNS, RESOURCES, TOPIC_COLUMNS, StreamManifest
 from lbreplay.replay.records import ObservedTick
+from lbreplay.replay.stream_manifest import BUNDLE_COLUMNS, RESOURCES, TOPIC_COLUMNS, StreamManifest
 from lbreplay.replay.topic_files import ring_order, tick_runs, topic_ticks
 
 BATCH_TICKS = 8

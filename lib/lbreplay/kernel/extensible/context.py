@@ -22,7 +22,6 @@ from lbreplay.kernel.extensible.broker_load_data import BrokerLoadData
 from lbreplay.kernel.extensible.top_k_bundles import HasNamespacePolicies, TopBundlesLoadData
 from lbreplay.kernel.resource_usage import RESOURCES
 
-
 # A broker filter of the extensible pipeline: (ctx, conf, bundle, candidate mask) -> new candidate mask.
 # It may raise ``BrokerFilterError`` (``BrokerFilterException``).
 BrokerFilterFn = Callable[["ExtensibleContext", Any, str, np.ndarray], np.ndarray]

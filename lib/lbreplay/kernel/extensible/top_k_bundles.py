@@ -205,7 +205,8 @@ class TopBundlesLoadData:
 
     @classmethod
     def empty(cls, n_brokers: int) -> "TopBundlesLoadData":
-        return cls([], np.zeros((0, 4)), *(np.zeros(0, dtype=np.int64) for _ in range(4)),
+        topics, consumers, producers, cache = (np.zeros(0, dtype=np.int64) for _ in range(4))
+        return cls([], np.zeros((0, 4)), topics, consumers, producers, cache,
                    np.zeros(n_brokers + 1, dtype=np.int64), np.zeros(n_brokers, dtype=bool))
 
     @classmethod
@@ -227,7 +228,8 @@ class TopBundlesLoadData:
                 rows.append([float(v) for v in vals[:8]])
             offsets.append(len(names))
         arr = np.asarray(rows, dtype=np.float64).reshape(-1, 8)
-        return cls(names, arr[:, :4].copy(), *(arr[:, j].astype(np.int64) for j in range(4, 8)),
+        topics, consumers, producers, cache = (arr[:, j].astype(np.int64) for j in range(4, 8))
+        return cls(names, arr[:, :4].copy(), topics, consumers, producers, cache,
                    np.asarray(offsets, dtype=np.int64), np.asarray(present, dtype=bool))
 
     def __len__(self) -> int:

@@ -14,7 +14,7 @@ from lbreplay.errors import InvalidInputError, UsageError
 from lbreplay.lake import ingest as ing
 from tests.dump_days import shift_dumps
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MODULAR = REPO / "data" / "samples" / "modular-3brokers"
 EXTENSIBLE = REPO / "data" / "samples" / "extensible-3brokers"
 

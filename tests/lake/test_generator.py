@@ -33,7 +33,7 @@ from lbreplay.lake.generator import (
     plan_ownership,
     resolve_scenario,
 )
-from lbreplay.lake.load_model import LoadModel, cpu_limit, kbit_per_s, nic_limit_kbit
+from lbreplay.lake.host_usage import LoadModel, cpu_limit, kbit_per_s, nic_limit_kbit
 
 MIB = 1024 * 1024
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)
@@ -223,7 +223,7 @@ def test_load_model_units() -> None:
 # Spark: the report write rule and the usage it compares
 # ---------------------------------------------------------------------------------------------------------
 def _writes(spark, rows, **kw):  # type: ignore[no-untyped-def]
-    from lbreplay.lake.load_model import report_write_ticks
+    from lbreplay.lake.host_usage import report_write_ticks
 
     cols = "broker int, tick int, rate_total double, thr_total double, num_bundles int, usage double, forced boolean"
     if len(rows[0]) == 8:
@@ -274,7 +274,7 @@ def test_report_usage_is_weighted_in_4x_and_includes_memory_in_2_11(spark) -> No
     """LocalBrokerData#getMaxResourceUsageWithWeight (4.x, memory weight 0) vs #getMaxResourceUsage (2.11,
     memory included): cpu 50 %, memory 90 %, direct 10 %, bw in 20 %, bw out 30 %."""
     from lbreplay.kernel.config import PulsarConfig
-    from lbreplay.lake.load_model import report_usage_column
+    from lbreplay.lake.host_usage import report_usage_column
 
     df = spark.createDataFrame(
         [(400.0, 800.0, 900.0, 1000.0, 10.0, 100.0, 20.0, 100.0, 30.0, 100.0)],

@@ -16,7 +16,7 @@ from lbreplay.errors import InvalidInputError
 from lbreplay.lake import ingest as ing
 from lbreplay.lake import validation as val
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MODULAR = REPO / "data" / "samples" / "modular-3brokers"
 EXTENSIBLE = REPO / "data" / "samples" / "extensible-3brokers"
 LINE = re.compile(r"^table=(\S+) column=(\S+) rule=(\S+) failing=(\d+)$")

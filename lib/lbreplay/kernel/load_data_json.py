@@ -1,0 +1,243 @@
+"""Pulsar's modular load-manager JSON (``LocalBrokerData``, ``BundleData``, ``TimeAverageBrokerData``) to the
+kernel's columnar :class:`~lbreplay.kernel.load_data.LoadData` and back."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from lbreplay.errors import InvalidInputError
+from lbreplay.kernel.config import PulsarConfig
+from lbreplay.kernel.json_readers import (
+    as_int,
+    as_object,
+    check_broker_id,
+    check_keys,
+    child,
+    parse_bundle_name,
+    parse_timestamps,
+)
+from lbreplay.kernel.load_data import (
+    Brokers,
+    Bundles,
+    LoadData,
+)
+from lbreplay.kernel.pulsar_json import (
+    BundleData,
+    LocalBrokerData,
+    NamespaceBundleStats,
+    ResourceUsage,
+    TimeAverageBrokerData,
+    TimeAverageMessageData,
+)
+from lbreplay.kernel.resource_usage import RESOURCES
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Request -> columnar LoadData (modular load manager view)
+# ----------------------------------------------------------------------------------------------------------
+@dataclass
+class BrokerEntry:
+    """``BrokerData``: ``localData``, ``timeAverageData`` (None = derive), ``preallocatedBundleData``."""
+
+    localData: LocalBrokerData
+    timeAverageData: TimeAverageBrokerData | None = None
+    preallocatedBundleData: dict[str, BundleData] = field(default_factory=dict)
+
+
+@dataclass
+class ParsedLoadData:
+    """The ``loadData`` block of a request, validated, before it becomes columns."""
+
+    brokers: dict[str, BrokerEntry]
+    bundleData: dict[str, BundleData]
+    recentlyUnloadedBundles: dict[str, int]
+
+
+def parse_load_data(doc: Any, path: str = "$.loadData") -> ParsedLoadData:
+    """Validate the request's ``loadData`` block (``LoadData``: brokerData, bundleData, recentlyUnloadedBundles)."""
+    o = as_object(doc, path)
+    check_keys(o, ("brokers", "bundleData", "recentlyUnloadedBundles"), path)
+    bp = child(path, "brokers")
+    brokers: dict[str, BrokerEntry] = {}
+    for broker, entry in as_object(o.get("brokers"), bp).items():
+        ep = child(bp, broker)
+        check_broker_id(broker, ep)
+        eo = as_object(entry, ep, allow_null=False)
+        check_keys(eo, ("localData", "timeAverageData", "preallocatedBundleData"), ep)
+        local = LocalBrokerData.from_json(eo.get("localData"), child(ep, "localData"))
+        tad = eo.get("timeAverageData")
+        tabd = None if tad is None else TimeAverageBrokerData.from_json(tad, child(ep, "timeAverageData"))
+        pp = child(ep, "preallocatedBundleData")
+        pre: dict[str, BundleData] = {}
+        for name, bd in as_object(eo.get("preallocatedBundleData"), pp).items():
+            parse_bundle_name(name, child(pp, name))
+            pre[name] = BundleData.from_json(bd, child(pp, name))
+        brokers[broker] = BrokerEntry(local, tabd, pre)
+    dp = child(path, "bundleData")
+    bundle_data: dict[str, BundleData] = {}
+    for name, bd in as_object(o.get("bundleData"), dp).items():
+        parse_bundle_name(name, child(dp, name))
+        bundle_data[name] = BundleData.from_json(bd, child(dp, name))
+    rp = child(path, "recentlyUnloadedBundles")
+    recent = parse_timestamps(o.get("recentlyUnloadedBundles"), rp, bundles=True)
+    return ParsedLoadData(brokers, bundle_data, recent)
+
+
+
+
+def build_load_data(parsed: ParsedLoadData, now_ms: int = 0) -> LoadData:
+    """Columnar ``LoadData`` from parsed objects.
+
+    Brokers are rows sorted by id; bundles are the sorted union of ``bundleData`` keys, every broker's
+    ``lastStats`` keys and every ``preallocatedBundleData`` key. The owner of a bundle is the broker whose
+    ``lastStats`` reports it (two reporters are rejected: the columnar model has one owner). A bundle
+    without ``bundleData`` has ``has_bundle_data`` False and default stats (``getBundleDataOrDefault``),
+    unless it is preallocated: ``preallocateBundle`` put the same ``BundleData`` object into both maps, so
+    its preallocated data counts as its bundle data. ``timeAverageData`` is used where given and derived
+    (``TimeAverageBrokerData.reset``) elsewhere.
+    """
+    broker_ids = sorted(parsed.brokers)
+    row = {b: i for i, b in enumerate(broker_ids)}
+    names: set[str] = set(parsed.bundleData)
+    owner_of: dict[str, str] = {}
+    for broker in broker_ids:
+        for name in parsed.brokers[broker].localData.lastStats:
+            if name in owner_of:
+                raise InvalidInputError(
+                    f'$.loadData.brokers{_key(broker)}.localData.lastStats{_key(name)}: bundle already reported '
+                    f'by broker "{owner_of[name]}"; a bundle has one owner')
+            owner_of[name] = broker
+        names.update(parsed.brokers[broker].preallocatedBundleData)
+    names.update(owner_of)
+    bundle_names = sorted(names)
+
+    brokers = Brokers.empty(broker_ids)
+    for i, broker in enumerate(broker_ids):
+        d = parsed.brokers[broker].localData
+        for j, r in enumerate(RESOURCES):
+            brokers.usage[i, j] = d.resources[r].usage
+            brokers.limit[i, j] = d.resources[r].limit
+        brokers.msg_rate_in[i] = d.msgRateIn
+        brokers.msg_rate_out[i] = d.msgRateOut
+        brokers.msg_throughput_in[i] = d.msgThroughputIn
+        brokers.msg_throughput_out[i] = d.msgThroughputOut
+        brokers.num_topics[i] = d.numTopics
+        brokers.num_consumers[i] = d.numConsumers
+        brokers.num_producers[i] = d.numProducers
+        brokers.last_update[i] = d.lastUpdate
+        brokers.broker_version[i] = d.brokerVersionString
+        brokers.load_manager_class_name[i] = d.loadManagerClassName
+        brokers.persistent_topics_enabled[i] = d.persistentTopicsEnabled
+        brokers.non_persistent_topics_enabled[i] = d.nonPersistentTopicsEnabled
+
+    bundles = Bundles.empty(bundle_names)
+    for k, name in enumerate(bundle_names):
+        owner = owner_of.get(name)
+        if owner is not None:
+            s = parsed.brokers[owner].localData.lastStats[name]
+            bundles.owner[k] = row[owner]
+            bundles.stats[k] = s.message_data()
+            bundles.topics[k] = s.topics
+            bundles.consumer_count[k] = s.consumerCount
+            bundles.producer_count[k] = s.producerCount
+            bundles.cache_size[k] = s.cacheSize
+    prealloc: dict[str, tuple[str, BundleData]] = {}
+    for broker in broker_ids:  # sorted: the last broker listing a bundle wins (one row per bundle)
+        for name, bd in parsed.brokers[broker].preallocatedBundleData.items():
+            prealloc[name] = (broker, bd)
+    for name, (broker, bd) in prealloc.items():
+        k = bundles.index(name)
+        bundles.preallocated_to[k] = row[broker]
+        if name not in parsed.bundleData:
+            _set_bundle_data(bundles, k, bd)
+    for name, bd in parsed.bundleData.items():
+        _set_bundle_data(bundles, bundles.index(name), bd)
+
+    ld = LoadData(brokers=brokers, bundles=bundles,
+                  recently_unloaded_bundles=dict(parsed.recentlyUnloadedBundles), now_ms=int(now_ms))
+    given = [b for b in broker_ids if parsed.brokers[b].timeAverageData is not None]
+    if given:
+        short, long = ld.time_average_broker_data()
+        for b in given:
+            t = parsed.brokers[b].timeAverageData
+            assert t is not None
+            short[row[b]] = t.short
+            long[row[b]] = t.long
+        set_time_average_override(ld, short, long)
+    return ld
+
+
+def set_time_average_override(ld: LoadData, short: np.ndarray, long: np.ndarray) -> None:
+    """Use dumped ``TimeAverageBrokerData`` (``LoadData.tabd``) instead of the sums derived from bundle data."""
+    ld.tabd = (short, long)
+
+
+def _set_bundle_data(bundles: Bundles, k: int, bd: BundleData) -> None:
+    bundles.has_bundle_data[k] = True
+    bundles.short[k] = bd.shortTermData.values()
+    bundles.short_samples[k] = bd.shortTermData.numSamples
+    bundles.short_max[k] = bd.shortTermData.maxSamples
+    bundles.long[k] = bd.longTermData.values()
+    bundles.long_samples[k] = bd.longTermData.numSamples
+    bundles.long_max[k] = bd.longTermData.maxSamples
+    bundles.bundle_topics[k] = bd.topics
+
+
+def _key(name: str) -> str:
+    return child("", name)
+
+
+def load_data_from_request(req: Mapping[str, Any]) -> LoadData:
+    """The modular ``LoadData`` of a ``decide`` request (its ``loadData`` block and ``nowMillis``)."""
+    now = req.get("nowMillis")
+    now_ms = 0 if now is None else as_int(now, "$.nowMillis", minimum=0)
+    return build_load_data(parse_load_data(req.get("loadData"), "$.loadData"), now_ms)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Columnar -> JSON (for dumps written by replay / generator, and for round-trip tests)
+# ----------------------------------------------------------------------------------------------------------
+def bundle_data_json(ld: LoadData, k: int) -> dict[str, Any]:
+    """``BundleData`` of bundle row ``k``."""
+    b = ld.bundles
+    return BundleData(
+        TimeAverageMessageData(int(b.short_max[k]), int(b.short_samples[k]), *map(float, b.short[k])),
+        TimeAverageMessageData(int(b.long_max[k]), int(b.long_samples[k]), *map(float, b.long[k])),
+        int(b.bundle_topics[k]),
+    ).to_json()
+
+
+def bundle_stats_json(ld: LoadData, k: int) -> dict[str, Any]:
+    """``NamespaceBundleStats`` of bundle row ``k`` (its owner's ``lastStats`` entry)."""
+    b = ld.bundles
+    thr_in, thr_out, rate_in, rate_out = map(float, b.stats[k])
+    return NamespaceBundleStats(rate_in, thr_in, rate_out, thr_out, int(b.consumer_count[k]),
+                                int(b.producer_count[k]), int(b.topics[k]), int(b.cache_size[k])).to_json()
+
+
+def local_broker_data_json(ld: LoadData, i: int, conf: PulsarConfig | None = None) -> dict[str, Any]:
+    """``LocalBrokerData`` of broker row ``i`` rebuilt from the columns (URLs and extras are not kept there)."""
+    br, b = ld.brokers, ld.bundles
+    rows = np.flatnonzero(b.owner == i)
+    stats = {b.names[k]: NamespaceBundleStats.from_json(bundle_stats_json(ld, int(k)), "$") for k in rows}
+    d = LocalBrokerData(
+        resources={r: ResourceUsage(float(br.usage[i, j]), float(br.limit[i, j])) for j, r in enumerate(RESOURCES)},
+        lastStats=stats,
+        msgThroughputIn=float(br.msg_throughput_in[i]), msgThroughputOut=float(br.msg_throughput_out[i]),
+        msgRateIn=float(br.msg_rate_in[i]), msgRateOut=float(br.msg_rate_out[i]),
+        numTopics=int(br.num_topics[i]), numBundles=len(rows), numConsumers=int(br.num_consumers[i]),
+        numProducers=int(br.num_producers[i]), bundles=sorted(stats), lastUpdate=int(br.last_update[i]),
+        persistentTopicsEnabled=bool(br.persistent_topics_enabled[i]),
+        nonPersistentTopicsEnabled=bool(br.non_persistent_topics_enabled[i]),
+        brokerVersionString=br.broker_version[i], loadManagerClassName=br.load_manager_class_name[i],
+    )
+    return d.to_json(conf)
+
+
+def time_average_broker_data_json(ld: LoadData, i: int) -> dict[str, Any]:
+    short, long = ld.broker_time_average()
+    return TimeAverageBrokerData(list(map(float, short[i])), list(map(float, long[i]))).to_json()
