@@ -23,7 +23,7 @@ warm: install
 demo: warm
 	$(BIN)/lbreplay demo
 
-test: lint warm browser
+test: lint warm browser maven
 	$(BIN)/python -m pytest -q tests
 	$(MAKE) test-airflow
 

@@ -475,17 +475,15 @@ def kernel_decisions(res: Any) -> list[Decision]:
     return [(d.tick, d.action, d.bundle, d.source_broker, d.target_broker) for d in res.decisions]
 
 
-def compare(meta: dict[str, Any], pulsar: dict[str, Any], replay: dict[str, Any], ticks: Iterator[Any],
+def compare(meta: Any, pulsar: dict[str, Any], replay: dict[str, Any], ticks: Iterator[Any],
             seed: int = 0, floor_pulsar: dict[str, Any] | None = None) -> dict[str, Any]:
     """Both loops over one pass of the tick stream; raises AssertionError at the first tick they disagree.
     ``floor_pulsar`` gives the floor other Pulsar keys than the kernel (to show the check can fail)."""
     from lbreplay.replay.engine import Replay, RunSpec, StaticInputs
-    from lbreplay.replay.load_model import Calibration
 
-    static = StaticInputs(meta["broker_ids"], meta["namespaces"],
-                          Calibration(np.array(meta["cpu_base"]), np.array(meta["cpu_per_msg"])))
+    static = StaticInputs(meta.broker_ids, meta.namespaces, meta.calibration())
     kernel = Replay(RunSpec("kernel-only", "bench", "closed-loop", pulsar, seed, replay), static)
-    floor = Floor(meta["broker_ids"], meta["namespaces"], np.array(meta["cpu_base"]), np.array(meta["cpu_per_msg"]),
+    floor = Floor(meta.broker_ids, meta.namespaces, np.array(meta.cpu_base), np.array(meta.cpu_per_msg),
                   floor_pulsar if floor_pulsar is not None else pulsar, seed)
     k_s = f_s = 0.0
     n_ticks = 0
@@ -510,10 +508,11 @@ def compare(meta: dict[str, Any], pulsar: dict[str, Any], replay: dict[str, Any]
     return {"ticks": n_ticks, "decisions": counts, "kernel_s": k_s, "floor_s": f_s}
 
 
-def prepared_stream(size: str, scenario: str, lake: str | None, seed: int) -> tuple[dict[str, Any], Iterator[Any]]:
+def prepared_stream(size: str, scenario: str, lake: str | None, seed: int) -> tuple[Any, Iterator[Any]]:
     """Generate (unless already there) and prepare the bench cluster; returns its stream's meta and ticks."""
     from lbreplay.lake.generator import generate
-    from lbreplay.replay import spark_replay as R
+    from lbreplay.replay import preparation as R
+    from lbreplay.replay.tick_stream import ticks_from_stream
     from lbreplay.spark import get_spark
 
     lake = lake or str(Path(__file__).resolve().parents[1] / "data" / "bench-lake")
@@ -526,7 +525,7 @@ def prepared_stream(size: str, scenario: str, lake: str | None, seed: int) -> tu
         emit(step="generate", size=size, scenario=scenario, seconds=round(time.time() - t0, 1), load_average=load_avg())
     versions = R.input_versions(spark, lake, cluster)
     _, meta = R.prepare(spark, lake, cluster, versions)
-    return meta, R._ticks_from_stream(meta["stream"], meta)
+    return meta, ticks_from_stream(meta)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -543,7 +542,7 @@ def main(argv: list[str] | None = None) -> int:
     before = load_avg()
     r = compare(meta, pulsar, replay, ticks)
     k_ms, f_ms = 1000 * r["kernel_s"] / r["ticks"], 1000 * r["floor_s"] / r["ticks"]
-    emit(size=args.size.upper(), scenario=args.scenario, brokers=len(meta["broker_ids"]), ticks=r["ticks"],
+    emit(size=args.size.upper(), scenario=args.scenario, brokers=len(meta.broker_ids), ticks=r["ticks"],
          decisions=r["decisions"], decisions_agree=True, kernel_ms_per_tick=round(k_ms, 3),
          floor_ms_per_tick=round(f_ms, 3), ratio=round(k_ms / f_ms, 2), load_average_before=before,
          load_average=load_avg())

@@ -39,19 +39,19 @@ def _floor_module() -> Any:
 
 
 @pytest.fixture(scope="module")
-def stream(spark, lake) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def stream(spark, lake) -> Any:  # type: ignore[no-untyped-def]
     from lbreplay.lake.generator import generate
-    from lbreplay.replay import spark_replay as R
+    from lbreplay.replay import preparation as R
 
     generate(spark, lake, SCENARIO, "floor", seed=3)
     _, meta = R.prepare(spark, lake, "floor", R.input_versions(spark, lake, "floor"))
     return meta
 
 
-def _ticks(meta: dict[str, Any]) -> Iterator[Any]:
-    from lbreplay.replay import spark_replay as R
+def _ticks(meta: Any) -> Iterator[Any]:
+    from lbreplay.replay.tick_stream import ticks_from_stream
 
-    return R._ticks_from_stream(meta["stream"], meta)
+    return ticks_from_stream(meta)
 
 
 def test_floor_and_kernel_agree_on_every_decision(stream) -> None:  # type: ignore[no-untyped-def]

@@ -6,8 +6,8 @@ starts them, and is compared by content hash (``harness.run_id_content``: every 
 sorted, without ``run_id``) with a run that nothing disturbed.
 
 * Concurrency: a ``replay`` (the DAG's ``replay_baseline``), a ``sweep`` (``sweep_candidates``), an ``ingest`` of
-  another cluster and a ``sql`` start together; all finish and equal their solo runs. (On a cold tick-stream
-  cache two replays of one cluster still collide: an xfail names the fix the replay needs.)
+  another cluster and a ``sql`` start together; all finish and equal their solo runs. Two replays of one cluster on
+  a cold tick-stream cache both prepare it (each into its own directory; the first manifest published stands).
   A second writer of the baseline's run id fails at once with one line; the first one wins.
 * Crash: ``kill -9`` of the whole driver (Python and its JVM, one process group) at seeded random points of an
   ``ingest``, a ``replay`` and a ``sweep`` (``LBREPLAY_CRASH_POINTS`` per command: 1 in ``make test``, 10 in
@@ -222,11 +222,6 @@ def test_same_decisions_whatever_the_execution_shape(spark: Any, tiny: dict[str,
     assert run_id_content(spark, lake, "shape-cl") == tiny["solo"]  # what-if: local[2], 5 partitions vs local[1], 8
 
 
-@pytest.mark.xfail(strict=False, reason=(  # a race: it may pass when one prepare ends first
-    "two replays of one cluster at the same input versions prepare the same tick-stream cache directory "
-    "(<lake>/_replay_cache/<cluster>/<key>) at once: one fails with FileNotFoundException on "
-    "_meta_json/_temporary (spark_replay.prepare writes in place; it needs a private temporary directory renamed "
-    "into place, the loser reusing the winner's)"))
 def test_two_replays_of_one_cluster_on_a_cold_cache(spark: Any, tiny: dict[str, Any]) -> None:
     lake = tiny["lake"]
     shutil.rmtree(Path(lake) / "_replay_cache", ignore_errors=True)
@@ -234,7 +229,7 @@ def test_two_replays_of_one_cluster_on_a_cold_cache(spark: Any, tiny: dict[str, 
     second = spawn("replay", "--cluster", "a", *BASE, "--run-id", "cold-2", "--lake", lake, *LOCAL1)
     try:
         results = [finish(first), finish(second)]
-    finally:  # the loser may leave a marker without a stream: later runs must prepare afresh
+    finally:  # later tests prepare afresh
         shutil.rmtree(Path(lake) / "_replay_cache", ignore_errors=True)
     assert [r.code for r in results] == [0, 0], [r.last for r in results]
     assert run_id_content(spark, lake, "cold-1") == run_id_content(spark, lake, "cold-2") == tiny["solo"]

@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from lbreplay.errors import EXIT_FAILURE, EXIT_USAGE, LbReplayError
+from lbreplay.errors import EXIT_FAILURE, EXIT_USAGE, LbReplayError, one_line_reason
 from lbreplay.paths import DEFAULT_LAKE
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Replay and what-if analysis of Pulsar load balancing.")
@@ -240,15 +240,6 @@ def _write_crash_log(argv: list[str], text: str) -> Path | None:
         return None
 
 
-def _one_line(exc: BaseException) -> str:
-    """``Type: first line of the message`` (Spark/Java errors carry pages of JVM stack; keep the first line)."""
-    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
-    first = lines[0] if lines else ""
-    if len(first) > 300:
-        first = first[:297] + "..."
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-
-
 def main() -> None:
     """Console entry point: maps lbreplay errors to the contract's exit codes with a one-line reason.
 
@@ -290,7 +281,7 @@ def main() -> None:
             print(text, file=sys.stderr, end="")
         where = f"traceback in {log}" if log else "traceback not saved"
         hint = "" if verbose else "; rerun with --verbose to print it"
-        print(f"lbreplay: unexpected error: {_one_line(exc)} ({where}{hint})", file=sys.stderr)
+        print(f"lbreplay: unexpected error: {one_line_reason(exc)} ({where}{hint})", file=sys.stderr)
         sys.exit(EXIT_FAILURE)
 
 

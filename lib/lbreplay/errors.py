@@ -24,3 +24,12 @@ class InvalidInputError(LbReplayError):
     """Input data or a request value failed validation (exit 3)."""
 
     exit_code = EXIT_INVALID_INPUT
+
+
+def one_line_reason(exc: BaseException) -> str:
+    """``Type: first line of the message`` (Spark/Java errors carry pages of JVM stack; keep the first line)."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    first = lines[0] if lines else ""
+    if len(first) > 300:
+        first = first[:297] + "..."
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__

@@ -3,7 +3,7 @@
 The oracle (``tests/pulsar_oracle``, a small Java program built by Maven against
 ``org.apache.pulsar:pulsar-broker:<version>``) answers ``decide`` requests with Pulsar's own strategy objects;
 this module generates seeded random snapshots and multi-tick sequences per strategy, asks the oracle and the kernel
-(through ``decide``'s own request parsing, :class:`lbreplay.decide.Tick`) and compares the answers exactly:
+(through ``decide``'s own request parsing, :class:`lbreplay.decide.DecideRequest`) and compares the answers exactly:
 unloads (broker, bundle), split candidates (bundle, broker), placements (the broker, or membership of Pulsar's own
 set of equally good brokers where Pulsar picks with ``ThreadLocalRandom``), and the strategies' shared figures
 (EWMA maps, hit counters) to 1e-12 relative. No Spark.
@@ -144,12 +144,12 @@ class Oracle:
 def kernel_answer(req: dict[str, Any], state: dict[str, Any] | None, seed: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
     """What lbreplay's kernel answers to ``req`` (same shape as the oracle's), and the strategy state to carry.
 
-    ``decide.Tick`` parses the request exactly as ``decide`` does; the strategies then run alone, as the oracle
+    ``decide.DecideRequest`` parses the request exactly as ``decide`` does; the strategies then run alone, as the oracle
     runs Pulsar's: ``shed`` = the grace-period prune + ``find_bundles_for_unloading`` (the plan, before the load
     manager's destination pick), ``assign`` = ``select_broker`` over every broker, ``split`` =
     ``find_bundles_to_split``.
     """
-    from lbreplay.decide import Tick
+    from lbreplay.decide import DecideRequest
     from lbreplay.kernel.bundle_split import find_bundles_to_split
     from lbreplay.kernel.config import PulsarConfig
     from lbreplay.kernel.modular_load_manager import prune_recently_unloaded
@@ -158,7 +158,7 @@ def kernel_answer(req: dict[str, Any], state: dict[str, Any] | None, seed: int =
     full.pop("sequence", None)
     full["strategyState"] = state
     conf = PulsarConfig.resolve(full["config"], path="$.config")
-    tick = Tick(full, conf, np.random.default_rng(seed))
+    tick = DecideRequest(full, conf, np.random.default_rng(seed))
     out: dict[str, Any] = {"unload": [], "split": [], "assign": [], "skip": None}
     if tick.extensible:
         return _kernel_extensible(tick, conf, out)
@@ -169,9 +169,10 @@ def kernel_answer(req: dict[str, Any], state: dict[str, Any] | None, seed: int =
                 out["skip"] = "NoBrokers"
                 continue
             prune_recently_unloaded(ld, conf, tick.now)
-            plan = tick.shedder.find_bundles_for_unloading(ld, conf)
-            tick.shedder.on_unload_attempt_completed({u.bundle for u in plan})
-            if tick.shedder.skip_reason() == "ComparisonContractViolation":
+            shedder = tick.manager.shedder  # the modular strategy (tick.shedder's type also admits TransferShedder)
+            plan = shedder.find_bundles_for_unloading(ld, conf)
+            shedder.on_unload_attempt_completed({u.bundle for u in plan})
+            if shedder.skip_reason() == "ComparisonContractViolation":
                 out["skip"] = "ComparisonContractViolation"
             out["unload"] = [{"broker": u.broker, "bundle": u.bundle, "destination": None} for u in plan]
         elif action == "split":
@@ -473,7 +474,7 @@ class Generator:
         top: dict[str, Any] = {}
         owners: dict[str, str] = {}
         k = 0
-        for i, bid in enumerate(ids):
+        for bid in ids:
             usage = {r: {"usage": self._num(0, 100, ties=ties), "limit": 100.0}
                      for r in ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut")}
             ema = float(np.round(rng.uniform(0, 1.2), 4)) if not ties else float(rng.choice([0.1, 0.5, 0.9]))

@@ -105,7 +105,7 @@ class ClientAuth:
 
     def pulsar_client_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``pulsar.Client`` (PyPI ``pulsar-client``)."""
-        import pulsar  # type: ignore[import-untyped]
+        import pulsar
 
         kw: dict[str, Any] = {}
         if self.token:

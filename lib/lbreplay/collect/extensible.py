@@ -27,7 +27,7 @@ class ExtensibleRecorder:
     """Readers on the three system topics (``pulsar-client``), each in its own thread until :meth:`stop`."""
 
     def __init__(self, service_url: str, out: Path, log: JsonLines, auth: ClientAuth) -> None:
-        import pulsar  # type: ignore[import-untyped]
+        import pulsar
 
         self.out = out
         self.log = log
@@ -46,7 +46,7 @@ class ExtensibleRecorder:
             self._threads.append(t)
 
     def _read(self, topic: str, kind: str) -> None:
-        import pulsar  # type: ignore[import-untyped]
+        import pulsar
 
         try:
             reader = self.client.create_reader(topic, pulsar.MessageId.earliest)

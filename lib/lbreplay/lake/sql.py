@@ -1,9 +1,9 @@
 """``lbreplay sql``: Spark SQL against the lake's registered tables, printed as a table, CSV or JSON lines.
 
 The lake's tables and views are registered first (``tables.ensure_tables``, ``views.ensure_views``: the session's
-catalog is in memory, see ``lbreplay.spark``), so a fresh process sees everything the lake holds. Timestamps print in UTC (the session time zone) as ``yyyy-MM-dd HH:mm:ss[.SSS]``; dates as
-``yyyy-MM-dd``. The table format shows at most :data:`TABLE_ROW_LIMIT` rows (say so when it cuts); csv and
-json stream every row.
+catalog is in memory, see ``lbreplay.spark``), so a fresh process sees everything the lake holds. Timestamps
+print in UTC (the session time zone) as ``yyyy-MM-dd HH:mm:ss[.SSS]``; dates as ``yyyy-MM-dd``. The table
+format shows at most :data:`TABLE_ROW_LIMIT` rows (say so when it cuts); csv and json stream every row.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,37 @@ def remove_path(spark: SparkSession, path: str) -> None:
     """Delete ``path`` recursively (Hadoop ``FileSystem.delete``)."""
     p, fs = _hadoop_path(spark, path)
     fs.delete(p, True)
+
+
+def publish_text(spark: SparkSession, path: str, text: str) -> bool:
+    """Write ``text`` to the file ``path`` unless it exists: written to a private temporary file first, then
+    renamed into place (Hadoop ``FileSystem.rename`` does not replace an existing file). True if this call's file
+    was published, False if another writer's came first (its file stays)."""
+    p, fs = _hadoop_path(spark, path)
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    tmp = jvm.org.apache.hadoop.fs.Path(f"{path}.{uuid.uuid4().hex}.tmp")
+    out = fs.create(tmp, False)
+    try:
+        out.write(bytearray(text.encode("utf-8")))
+    finally:
+        out.close()
+    published = bool(fs.rename(tmp, p))
+    if not published:
+        fs.delete(tmp, False)
+    return published
+
+
+def read_text(spark: SparkSession, path: str) -> str:
+    """The whole text of the file ``path`` (Hadoop filesystem: local or remote)."""
+    p, fs = _hadoop_path(spark, path)
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    stream = fs.open(p)
+    try:
+        return str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+    finally:
+        stream.close()
 
 
 def write_parquet(df: DataFrame, path: str) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,15 @@ from pyspark.sql import functions as F
 
 from lbreplay.errors import InvalidInputError, UsageError
 from lbreplay.lake import tables
-from lbreplay.lake.storage import path_exists, plain_parquet_files, run_concurrently, write_parquet
+from lbreplay.lake.storage import (
+    path_exists,
+    plain_parquet_files,
+    publish_text,
+    read_text,
+    remove_path,
+    run_concurrently,
+    write_parquet,
+)
 from lbreplay.lake.validation import delta_version
 from lbreplay.lake.window import TimeWindow
 from lbreplay.replay.load_model import CpuCalibration
@@ -143,15 +152,20 @@ def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, in
     key_parts += [] if topic_files else ["topic-part"]
     key = hashlib.sha256(json.dumps(key_parts, sort_keys=True).encode()).hexdigest()[:16]
     base = f"{lake}/_replay_cache/{cluster}/{key}"
-    marker = f"{base}/_meta_json"  # written last: the manifest, and the sign that the stream is complete
+    # The manifest file is published last, by an atomic rename: the sign that the stream it names is complete.
+    # Each preparation writes its parts under a directory of its own, so two processes preparing the same stream
+    # at once never write into each other's files; the first manifest published stands, the other run uses the
+    # stream it wrote itself (identical content).
+    marker = f"{base}/manifest.json"
     if path_exists(spark, marker):
-        cached = StreamManifest.from_json("".join(r[0] for r in spark.read.text(marker).collect()))
+        cached = StreamManifest.from_json(read_text(spark, marker))
         if all(os.path.isfile(f) for f in cached.topic_files or ()):  # else vacuumed since: prepare anew
             return cached.stream, cached
+        remove_path(spark, marker)
     broker_load = read_pinned(spark, lake, "broker_load", versions, cluster, window)
     bundle_load = read_pinned(spark, lake, "bundle_load", versions, cluster, window)
     has_topics = use_topics and "topic_load" in versions
-    stream = f"{base}/stream"
+    stream = f"{base}/stream-{uuid.uuid4().hex[:12]}"
     # few files per part (the task keeps one batch of each open), parallel across the cores
     parts = max(1, min(int(spark.sparkContext.defaultParallelism), MAX_STREAM_FILES))
 
@@ -196,7 +210,7 @@ def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, in
     if files is not None:
         manifest.topic_files = files
         manifest.topic_window_us = list(window.epoch_micros()) if window else [None, None]
-    spark.createDataFrame([(manifest.to_json(),)], "k STRING").coalesce(1).write.mode("overwrite").text(marker)
+    publish_text(spark, marker, manifest.to_json())
     return manifest.stream, manifest
 
 

@@ -11,7 +11,7 @@ import numpy as np
 from lbreplay.lake.tables import RESOURCES
 from lbreplay.replay.load_model import CpuCalibration
 
-STREAM_FORMAT = 7  # part of the cache key: bump when the stream's layout changes
+STREAM_FORMAT = 8  # part of the cache key: bump when the stream's layout changes
 BROKER_COLUMNS = ("broker_index", *(f"{r}_{k}" for r in RESOURCES for k in ("usage", "limit")), "last_update_ms")
 LOAD_COLUMNS = ("msg_throughput_in", "msg_throughput_out", "msg_rate_in", "msg_rate_out", "sessions")
 BUNDLE_COLUMNS = (*LOAD_COLUMNS, "topics")  # the bundle part's loads (the engine's load vector order)
