@@ -103,7 +103,8 @@ def finish(proc: subprocess.Popen[str], timeout: float = 1200) -> Outcome:
 
 
 def run_id_content(spark: Any, lake: str, run_id: str) -> dict[str, str]:
-    """Content hash per output table of one run (rows sorted, run_id and wall-clock columns left out)."""
+    """Content hash per output table of one run (rows sorted, run_id and wall-clock columns left out, and the
+    task's peak RSS: a measurement of the process, not an outcome of the replay)."""
     from lbreplay.lake.tables import OUTPUT_TABLES, table_location
 
     hashes = {}
@@ -111,6 +112,8 @@ def run_id_content(spark: Any, lake: str, run_id: str) -> dict[str, str]:
         if name == "runs":
             continue
         df = spark.read.format("delta").load(table_location(lake, name)).where(f"run_id = '{run_id}'").drop("run_id")
+        if name == "run_metrics":
+            df = df.where("metric != 'task_peak_rss_mb'")
         rows = sorted(json.dumps(r.asDict(recursive=True), sort_keys=True, default=str) for r in df.collect())
         hashes[name] = hashlib.sha256("\n".join(rows).encode()).hexdigest()[:16]
     return hashes
