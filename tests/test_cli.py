@@ -3,8 +3,6 @@ names it and the file holding its traceback; ``--verbose`` prints the traceback 
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import subprocess
 import sys
@@ -13,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from lbreplay import cli
+from tests.hostile import harness
 
 # command -> (module, function it delegates to, minimal argv)
 COMMANDS: dict[str, tuple[str, str, list[str]]] = {
@@ -29,18 +28,8 @@ COMMANDS: dict[str, tuple[str, str, list[str]]] = {
 
 
 def _run(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    saved = sys.argv
-    sys.argv = ["lbreplay", *argv]
-    code = 0
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            cli.main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    finally:
-        sys.argv = saved
-    return code, out.getvalue(), err.getvalue()
+    outcome = harness.cli(None, *argv)
+    return outcome.code, outcome.out, outcome.err
 
 
 @pytest.fixture()
