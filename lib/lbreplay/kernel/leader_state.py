@@ -17,12 +17,6 @@ from lbreplay.kernel.load_data import (
 from lbreplay.kernel.naming import split_bundle_name
 from lbreplay.kernel.round_robin_broker_selector import RoundRobinBrokerSelector
 
-SYSTEM_NAMESPACE = "pulsar/system"  # NamespaceName.SYSTEM_NAMESPACE
-# BrokerLoadManagerClassFilter is in the filter pipeline since 3.0 (next to BrokerVersionFilter).
-_CLASS_FILTER_PROFILES = frozenset({"3.x", "4.x"})
-# Before loadBalancerDistributeBundlesEvenlyEnabled existed (2.9 line) the even spread was always applied.
-_EVEN_SPREAD_ALWAYS_PROFILES = frozenset({"2.9"})
-
 
 class _RangeSnapshot:
     """The bundle rows :meth:`LeaderState.reload` read: ids, names, namespaces and the two holder columns."""
