@@ -1,0 +1,98 @@
+"""``lbreplay verify``: the differential check of the kernel against Pulsar's real classes (issue 16).
+
+The oracle (``tests/pulsar_oracle``, a small Java program built by Maven against
+``org.apache.pulsar:pulsar-broker:<version>``) answers ``decide`` requests with Pulsar's own strategy objects;
+this module generates seeded random snapshots and multi-tick sequences per strategy, asks the oracle and the kernel
+(through ``decide``'s own request parsing, :class:`lbreplay.decide.DecideRequest`) and compares the answers exactly:
+unloads (broker, bundle), split candidates (bundle, broker), placements (the broker, or membership of Pulsar's own
+set of equally good brokers where Pulsar picks with ``ThreadLocalRandom``), and the strategies' shared figures
+(EWMA maps, hit counters) to 1e-12 relative. No Spark.
+
+What the oracle runs per request line (see ``Oracle.java``): one leader refresh
+(``onActiveBrokersChange`` on both strategies, as ``ModularLoadManagerImpl.cleanupDeadBrokersData``), then
+``shed`` = ``findBundlesForUnloading`` after ``doLoadShedding``'s grace-period prune; ``assign`` =
+``selectBroker`` over every broker of the snapshot; ``split`` = ``BundleSplitterTask.findBundlesToSplit``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from lbreplay.errors import UsageError
+from lbreplay.verify.cases import IMPL, NOW, STRATEGIES, Case, Generator
+from lbreplay.verify.kernel_answer import compare, kernel_answer
+from lbreplay.verify.oracle_process import Oracle, OracleError, build_oracle
+
+__all__ = ["IMPL", "NOW", "PULSAR_LINES", "STRATEGIES", "Case", "Generator", "Oracle", "OracleError", "build_oracle",
+           "compare", "kernel_answer", "run_case", "verify", "verify_command"]
+
+# Pulsar line -> (newest jar checked, lbreplay profile name, JDK major the jar needs).
+# Pulsar line -> (newest jar checked, lbreplay profile name, JDK major the jar needs).
+PULSAR_LINES: dict[str, tuple[str, str, int]] = {
+    "4.0": ("4.0.7", "4.0", 17),
+    # 4.2.x jars are Java 21 class files (a JDK >= 21 is picked for building and running the oracle).
+    "4.2": ("4.2.4", "4.2", 21),
+}
+DEFAULT_LINE = "4.0"
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Running
+# ------------------------------------------------------------------------------------------------------------
+def run_case(oracle: Oracle, case: Case, case_id: str) -> list[str]:
+    """Run a case's steps through both sides; the differences of the first disagreeing step."""
+    state: dict[str, Any] | None = None
+    for i, req in enumerate(case.steps):
+        java = oracle.ask({**req, "sequence": case_id})
+        kernel, state = kernel_answer(req, state)
+        diffs = compare(case.strategy, java, kernel)
+        if diffs:
+            return [f"step {i}: {d}" for d in diffs]
+    return []
+
+
+def cases(seed: int, strategy: str, count: int, profile: str) -> Iterator[Case]:
+    gen = Generator(seed * 1_000_003 + STRATEGIES.index(strategy), profile)
+    for _ in range(count):
+        yield gen.case(strategy)
+
+
+def verify(version: str, count: int, seed: int, strategies: tuple[str, ...] = STRATEGIES,
+           emit: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+    """Run ``count`` cases per strategy; one result dict per strategy."""
+    line = version if version in PULSAR_LINES else ".".join(version.split(".")[:2])
+    if line not in PULSAR_LINES:
+        raise UsageError(f"--pulsar-version: unsupported {version!r}; supported lines: {', '.join(PULSAR_LINES)}")
+    jar, profile, java_major = PULSAR_LINES[line]
+    if version.count(".") == 2:
+        jar = version
+    results = []
+    with Oracle(jar, java_major) as oracle:
+        for strategy in strategies:
+            agree = 0
+            examples: list[dict[str, Any]] = []
+            for k, case in enumerate(cases(seed, strategy, count, profile)):
+                diffs = run_case(oracle, case, f"{strategy}-{seed}-{k}")
+                if diffs:
+                    if len(examples) < 5:
+                        examples.append({"case": k, "diffs": diffs[:3]})
+                else:
+                    agree += 1
+            res = {"pulsarVersion": jar, "profile": profile, "strategy": strategy, "cases": count,
+                   "agree": agree, "agreement": agree / count if count else 1.0, "examples": examples}
+            results.append(res)
+            if emit:
+                emit(res)
+    return results
+
+
+def verify_command(version: str, count: int, seed: int) -> None:
+    """``lbreplay verify``: one JSON line per strategy; exit 1 when any case disagrees."""
+    if count < 1:
+        raise UsageError(f"--cases: must be >= 1, got {count}")
+    results = verify(version, count, seed, emit=lambda r: print(json.dumps(r), flush=True))
+    if any(r["agree"] != r["cases"] for r in results):
+        sys.exit(1)

@@ -1,0 +1,149 @@
+"""The kernel's answer to an oracle request (through ``decide``'s own request parsing) and the comparison."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from lbreplay.decide import DecideRequest
+from lbreplay.kernel.bundle_split import find_bundles_to_split
+from lbreplay.kernel.config import PulsarConfig
+from lbreplay.kernel.extensible.transfer_shedder import expire_recently_unloaded_bundles
+from lbreplay.kernel.modular_load_manager import prune_recently_unloaded
+
+REL_TOL = 1e-12
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The kernel's answer, through decide's own request parsing
+# ------------------------------------------------------------------------------------------------------------
+def kernel_answer(req: dict[str, Any], state: dict[str, Any] | None, seed: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What lbreplay's kernel answers to ``req`` (same shape as the oracle's), and the strategy state to carry.
+
+    ``decide.DecideRequest`` parses the request exactly as ``decide`` does; the strategies then run alone, as the oracle
+    runs Pulsar's: ``shed`` = the grace-period prune + ``find_bundles_for_unloading`` (the plan, before the load
+    manager's destination pick), ``assign`` = ``select_broker`` over every broker, ``split`` =
+    ``find_bundles_to_split``.
+    """
+    full = dict(req)
+    full.pop("sequence", None)
+    full["strategyState"] = state
+    conf = PulsarConfig.resolve(full["config"], path="$.config")
+    tick = DecideRequest(full, conf, np.random.default_rng(seed))
+    out: dict[str, Any] = {"unload": [], "split": [], "assign": [], "skip": None}
+    if tick.extensible:
+        return _kernel_extensible(tick, conf, out)
+    ld = tick.ld
+    for action in full.get("actions") or ["shed"]:
+        if action == "shed":
+            if len(ld.brokers) <= 1:
+                out["skip"] = "NoBrokers"
+                continue
+            prune_recently_unloaded(ld, conf, tick.now)
+            shedder = tick.manager.shedder  # the modular strategy (tick.shedder's type also admits TransferShedder)
+            plan = shedder.find_bundles_for_unloading(ld, conf)
+            shedder.on_unload_attempt_completed({u.bundle for u in plan})
+            if shedder.skip_reason() == "ComparisonContractViolation":
+                out["skip"] = "ComparisonContractViolation"
+            out["unload"] = [{"broker": u.broker, "bundle": u.bundle, "destination": None} for u in plan]
+        elif action == "split":
+            layouts = {ns: v for ns, v in tick.layouts.items()}
+            counts = {ns: int(v.size - 1) for ns, v in layouts.items()}
+            for row, broker, _ in find_bundles_to_split(ld, conf, counts):
+                out["split"].append({"broker": ld.brokers.ids[broker], "bundle": ld.bundles.names[row]})
+        elif isinstance(action, dict) and "assign" in action:
+            rows = np.arange(len(ld.brokers), dtype=np.int64)
+            order = np.argsort(np.asarray(ld.brokers.ids, dtype=object), kind="stable")
+            for bundle in action["assign"]:
+                row = tick.placement.select_broker(rows[order], bundle, ld, conf, tick.rng)
+                out["assign"].append({"bundle": bundle, "broker": ld.brokers.ids[row] if row >= 0 else None})
+    new_state = {"version": 1, "mode": "modular", "shedding": {"class": tick.shed_name,
+                                                             "state": tick.shedder.get_state()}}
+    if tick.placement is not tick.shedder:
+        new_state["placement"] = {"class": tick.place_name, "state": tick.placement.get_state()}
+    out["figures"] = _kernel_figures(new_state)
+    return out, new_state
+
+
+def _kernel_extensible(tick: Any, conf: Any, out: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``UnloadScheduler.execute`` + ``TransferShedder.findBundlesForUnloading`` as ``decide`` runs them, with the
+    request's recently-unloaded maps as the inputs (no carried copy)."""
+    ctx = tick.ctx
+    expire_recently_unloaded_bundles(ctx.recently_unloaded_bundles, tick.now, conf)
+    if int(ctx.available.sum()) <= 1:
+        out["skip"] = "NoBrokers"
+    else:
+        decisions = tick.shedder.find_bundles_for_unloading(ctx, conf)
+        out["unload"] = [{"broker": u.broker, "bundle": u.bundle, "destination": u.destination, "reason": u.reason}
+                         for u in decisions]
+        stats = tick.shedder.stats()
+        out["stats"] = {k: stats[k] for k in ("loadAvg", "loadStd") if k in stats}
+    state = {"version": 1, "mode": "extensible",
+             "shedding": {"class": tick.shed_name, "state": tick.shedder.get_state()}}
+    hits = tick.shedder.get_state().get("unloadConditionHitCount")
+    out["figures"] = {} if hits is None else {"unloadConditionHitCount": {"value": float(hits)}}
+    return out, state
+
+
+def _kernel_figures(state: dict[str, Any]) -> dict[str, dict[str, float]]:
+    figures: dict[str, dict[str, float]] = {}
+    for part in ("shedding", "placement"):
+        st = (state.get(part) or {}).get("state") or {}
+        for name in ("brokerAvgResourceUsage", "brokerAvgResourceUsageWithWeight", "brokerHitCountForHigh",
+                     "brokerHitCountForLow"):
+            if name in st:
+                figures[name] = {str(k): float(v) for k, v in st[name].items()}
+    return figures
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Comparison
+# ------------------------------------------------------------------------------------------------------------
+def _close(a: float, b: float) -> bool:
+    return a == b or math.isclose(a, b, rel_tol=REL_TOL, abs_tol=0.0)
+
+
+def compare(strategy: str, java: dict[str, Any], kernel: dict[str, Any]) -> list[str]:
+    """Differences between the oracle's and the kernel's answers (empty: they agree)."""
+    diffs: list[str] = []
+    if "error" in java:
+        return [f"oracle error: {java['error']}"]
+    ju = sorted((u["broker"], u["bundle"], u.get("destination"), u.get("reason")) for u in java["unload"])
+    ku = sorted((u["broker"], u["bundle"], u.get("destination"), u.get("reason")) for u in kernel["unload"])
+    if ju != ku:
+        diffs.append(f"unload: pulsar {ju} lbreplay {ku}")
+    js = sorted((s["bundle"], s["broker"]) for s in java["split"])
+    ks = sorted((s["bundle"], s["broker"]) for s in kernel["split"])
+    if js != ks:
+        diffs.append(f"split: pulsar {js} lbreplay {ks}")
+    ties = (java.get("oracle") or {}).get("tieSets") or []
+    for i, (ja, ka) in enumerate(zip(java["assign"], kernel["assign"])):
+        if ja["broker"] == ka["broker"]:
+            continue
+        tie = ties[i] if i < len(ties) else []
+        if len(tie) > 1 and ka["broker"] in tie:
+            continue  # an equally good broker: Pulsar picks one of them with ThreadLocalRandom
+        diffs.append(f"assign {ja['bundle']}: pulsar {ja['broker']} (ties {tie}) lbreplay {ka['broker']}")
+    if len(java["assign"]) != len(kernel["assign"]):
+        diffs.append("assign: different lengths")
+    js_, ks_ = java.get("stats") or {}, kernel.get("stats") or {}
+    for key in sorted(set(js_) & set(ks_)):
+        a, b = js_[key], ks_[key]
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not _close(float(a), float(b)):
+            diffs.append(f"stats.{key}: pulsar {a!r} lbreplay {b!r}")
+    if java.get("skip") != kernel.get("skip"):
+        diffs.append(f"skip: pulsar {java.get('skip')} lbreplay {kernel.get('skip')}")
+    jf = (java.get("oracle") or {}).get("figures") or {}
+    kf = kernel.get("figures") or {}
+    for name in sorted(set(jf) & set(kf)):
+        a, b = jf[name], kf[name]
+        if set(a) != set(b):
+            diffs.append(f"{name}: brokers pulsar {sorted(a)} lbreplay {sorted(b)}")
+            continue
+        for broker in sorted(a):
+            if not _close(float(a[broker]), float(b[broker])):
+                diffs.append(f"{name}[{broker}]: pulsar {a[broker]!r} lbreplay {b[broker]!r}")
+    return diffs
+

@@ -1,0 +1,108 @@
+"""Building (Maven) and running the Java oracle of ``tests/pulsar_oracle`` against one Pulsar jar."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any, Self
+
+from lbreplay.errors import LbReplayError
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+ORACLE_DIR = REPO_ROOT / "tests" / "pulsar_oracle"
+
+
+class OracleError(LbReplayError):
+    """The oracle could not be built or answered with an error."""
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Building and running the oracle
+# ------------------------------------------------------------------------------------------------------------
+def _java_home(major: int) -> str | None:
+    """A JDK of at least ``major`` (JAVA_HOME, else the java on PATH, else the usual Debian locations)."""
+    candidates = [os.environ.get("JAVA_HOME")] + sorted(str(p) for p in Path("/usr/lib/jvm").glob("*"))
+    for home in candidates:
+        if not home:
+            continue
+        java = Path(home) / "bin" / "java"
+        if java.exists() and _java_major(str(java)) >= major:
+            return home
+    return None
+
+
+def _java_major(java: str) -> int:
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30, check=False).stderr
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    for token in out.split('"')[1:2]:
+        head = token.split(".")[0]
+        return int(head) if head.isdigit() else 0
+    return 0
+
+
+def build_oracle(version: str, java_major: int = 17, quiet: bool = True) -> tuple[str, dict[str, str]]:
+    """Build the oracle against ``pulsar-broker:<version>`` if not built yet (cached under ``target/``);
+    return (classpath, environment for ``java``)."""
+    out = ORACLE_DIR / "target" / f"pulsar-{version}"
+    classes, cp_file = out / "classes", out / "classpath.txt"
+    env = dict(os.environ)
+    home = _java_home(java_major)
+    if home:
+        env["JAVA_HOME"] = home
+    src_mtime = max(p.stat().st_mtime for p in (ORACLE_DIR / "src").rglob("*") if p.is_file())
+    stale = not cp_file.exists() or not (classes / "lbreplay" / "oracle" / "Oracle.class").exists() or (
+        (classes / "lbreplay" / "oracle" / "Oracle.class").stat().st_mtime < src_mtime
+    )
+    if stale:
+        mvn = shutil.which("mvn")
+        if mvn is None:
+            raise OracleError("verify: Maven (mvn) is needed to build the Pulsar oracle; install it (apt-get install maven)")
+        cmd = [mvn, "-B", "-q", "-f", str(ORACLE_DIR / "pom.xml"), f"-Dpulsar.version={version}",
+               f"-Djava.release={java_major}", "package"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+        if proc.returncode != 0:
+            tail = " ".join((proc.stdout + proc.stderr).split()[-60:])
+            raise OracleError(f"verify: building the oracle for Pulsar {version} failed: {tail}")
+    return f"{classes}{os.pathsep}{cp_file.read_text().strip()}", env
+
+
+class Oracle:
+    """One JVM running ``lbreplay.oracle.Oracle``: one request line in, one answer line out."""
+
+    def __init__(self, version: str, java_major: int = 17) -> None:
+        cp, env = build_oracle(version, java_major)
+        java = str(Path(env["JAVA_HOME"]) / "bin" / "java") if env.get("JAVA_HOME") else "java"
+        self.proc = subprocess.Popen(
+            [java, "-Xss8m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", cp, "lbreplay.oracle.Oracle"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+        )
+
+    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(request, separators=(",", ":")) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise OracleError("verify: the oracle JVM exited")
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
