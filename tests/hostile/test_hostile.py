@@ -510,8 +510,6 @@ def test_schema_drift(spark: Any, good_lake: str, tmp_path: Path, drift: str) ->
         return
     problem = {"missing": "column cpu_usage is missing", "retyped": "column num_topics is string, expected bigint"}
     refused(val, 3, rf"table broker_load: schema drifted from the contract: {problem[drift]}")
-    # the replay should refuse the table (its drifted version never passed validation); today its preparation
-    # fails first with an AnalysisException (exit 1, one line): spark_replay must check validation before preparing
-    if rep.code == 1 and "unexpected error" in rep.last and "Traceback" not in rep.err.split("lbreplay:")[-1]:
-        pytest.xfail("replay of a drifted table: exit 1 (one line) instead of 3; the fix is in spark_replay.execute")
-    refused(rep, 3, r"broker_load: changed since validation|broker_load: failed validation|table broker_load")
+    # the replay refuses the table: its drifted version never passed validation (validation_problems checks the
+    # schema of every table changed since its validation before fingerprinting it)
+    refused(rep, 3, rf"table broker_load: schema drifted from the contract: {problem[drift]}")

@@ -864,6 +864,9 @@ def validation_problems(spark: Any, lake: str, cluster: str, tables: Iterable[st
         for t in VALIDATED_TABLES
         if (v := current[t.name]) is not None and not validated_data(t)
     }
+    by_name = {t.name: t for t in VALIDATED_TABLES}
+    for name, df in stale.items():  # a table changed since validation whose schema drifted: say so, not crash
+        check_schema(by_name[name], df, table_location(lake, name))
     prints = _fingerprints(stale)
     problems = []
     any_rows = False
