@@ -17,7 +17,14 @@ Semantics chosen where the contract leaves room:
   wall clock, so a request always gives the same answer.
 * One call is one leader refresh followed by the actions: preallocations carried in ``strategyState`` get
   ``updateBundleData``'s clean-up first (``preallocatedBundleToBroker`` emptied, bundles their broker now
-  reports dropped); ``recentlyUnloadedBundles`` of the state and of the request are merged (latest time wins).
+  reports dropped). A map the request gives (``loadData.recentlyUnloadedBundles``,
+  ``extensible.recentlyUnloadedBundles`` / ``recentlyUnloadedBrokers``, even ``{}``) is the leader's map as
+  Pulsar's scheduler passes it to the strategy (``UnloadScheduler.execute`` ->
+  ``TransferShedder.findBundlesForUnloading``): it replaces the carried copy; only an absent map falls back to it.
+* A broker's bundles are its own ``localData.bundles`` set and ``lastStats`` map (``LocalBrokerData``); a bundle
+  listed by two brokers (while it moves, around a split) is legal and counts for both, as on Pulsar's leader.
+* Every call is one refresh: ``cleanupDeadBrokersData`` tells both strategies the snapshot's brokers are the
+  active ones (``onActiveBrokersChange``), so carried per-broker state of a broker absent from it is dropped.
 * ``strategyState`` = ``{"version", "mode", "shedding": {"class", "state"}, "placement": {...}, "leader": {...}}``
   (modular; ``leader`` holds brokerToNamespaceToBundleRange, the round-robin selector, preallocations and
   recentlyUnloadedBundles) or ``{..., "split": {...}, "extensible": {recentlyUnloadedBundles,
@@ -204,9 +211,11 @@ class DecideRequest:
         self.assigned_ext: dict[str, str] = {}
         self.shedder: LoadSheddingStrategy | TransferShedder
         if self.extensible:
-            self._init_extensible()
+            ext = req.get("extensible")
+            self._init_extensible(ext if isinstance(ext, Mapping) else {})
         else:
-            self._init_modular()
+            doc = req.get("loadData")
+            self._init_modular(isinstance(doc, Mapping) and doc.get("recentlyUnloadedBundles") is not None)
 
     # --- request parts ----------------------------------------------------------------------------
     def _policies(self, req: Mapping[str, Any], ns_block: dict[str, Any]) -> Any:
@@ -254,7 +263,9 @@ class DecideRequest:
             raise UsageError(f"$.strategyState.{key}.state: cannot restore {class_name} state: {exc}") from None
 
     # --- modular ----------------------------------------------------------------------------------
-    def _init_modular(self) -> None:
+    def _init_modular(self, recent_given: bool) -> None:
+        """The modular leader of this call; ``recent_given``: the request's ``loadData`` gives
+        ``recentlyUnloadedBundles`` (then it replaces the carried copy, as every map the request gives does)."""
         conf = self.conf
         shed_name = short_class(conf["loadBalancerLoadSheddingStrategy"])
         place_name = short_class(conf["loadBalancerLoadPlacementStrategy"])
@@ -271,6 +282,8 @@ class DecideRequest:
         self._restore(self.shedder, "shedding", shed_name)
         if self.placement is not self.shedder:
             self._restore(self.placement, "placement", place_name)
+        # the refresh this call stands for (updateAll -> cleanupDeadBrokersData): the snapshot's brokers are active
+        self.manager.cleanup_dead_brokers_data(self.ld.brokers.ids)
         leader_saved = self.state_in.get("leader") or {}
         self.leader = self.manager.leader_state = LeaderState()
         try:
@@ -280,18 +293,23 @@ class DecideRequest:
         if leader_saved:
             clear_preallocations(self.ld)  # the refresh between two ticks (updateBundleData)
         self.leader.reload(self.ld)
-        for bundle, ts in (leader_saved.get("recentlyUnloadedBundles") or {}).items():
-            prev = self.ld.recently_unloaded_bundles.get(str(bundle))
-            self.ld.recently_unloaded_bundles[str(bundle)] = max(int(ts), prev or 0)
+        if not recent_given:
+            for bundle, ts in (leader_saved.get("recentlyUnloadedBundles") or {}).items():
+                self.ld.recently_unloaded_bundles[str(bundle)] = int(ts)
 
     # --- extensible -------------------------------------------------------------------------------
-    def _init_extensible(self) -> None:
+    def _init_extensible(self, given: Mapping[str, Any]) -> None:
+        """``UnloadScheduler.execute`` passes its ``recentlyUnloadedBundles`` / ``recentlyUnloadedBrokers`` maps to
+        ``TransferShedder.findBundlesForUnloading``: a map the request gives (even ``{}``) is that input; only an
+        absent map falls back to the copy carried in ``strategyState``."""
         saved = self.state_in.get("extensible") or {}
         snap = self.snap
         for key, target in (("recentlyUnloadedBundles", snap.recentlyUnloadedBundles),
                             ("recentlyUnloadedBrokers", snap.recentlyUnloadedBrokers)):
+            if given.get(key) is not None:
+                continue
             for name, ts in (saved.get(key) or {}).items():
-                target[str(name)] = max(int(ts), target.get(str(name), 0))
+                target[str(name)] = int(ts)
         self.assigned_ext = {str(k): str(v) for k, v in (saved.get("assigned") or {}).items()}
         filters = [self._isolation_filter] if self.policies.isolation else []
         self.ctx = ExtensibleContext.from_snapshot(snap, self.now, policies=self.policies, extra_filters=filters)
@@ -350,7 +368,10 @@ class DecideRequest:
 
     def _known_bundles(self, ns: str) -> list[tuple[int, int]]:
         b = self.ld.bundles
-        current: list[str] = [b.names[i] for i in np.flatnonzero(b.owner >= 0) if b.namespaces[i] == ns]
+        listed = np.zeros(len(b), dtype=bool)
+        for pairs in (self.ld.owned_pairs(), self.ld.reported_pairs()):
+            listed[pairs[1]] = True
+        current: list[str] = [b.names[i] for i in np.flatnonzero(listed) if b.namespaces[i] == ns]
         current += [n for n in (self.snap.bundleOwners or {}) if n.rpartition("/")[0] == ns]
         for t in self.snap.topBundlesLoadData.values():
             current += [n for n, _ in t.entries if n.rpartition("/")[0] == ns]

@@ -130,9 +130,6 @@ def test_decide_bad_config(config: dict[str, Any], pattern: str) -> None:
     refused(_decide(req), 2, pattern)
 
 
-@pytest.mark.xfail(reason="decide rejects a bundle listed by two brokers ('a bundle has one owner'); DESIGN.md §4 "
-                          "makes it legal while the bundle moves — decide.py / kernel.pulsar_json belong to the "
-                          "restructuring work", strict=True)
 def test_decide_bundle_listed_by_two_brokers_is_accepted() -> None:
     req = decide_cluster()
     _broker_local(req, "b2:8080")["lastStats"][bundle_name(0)] = stats(40e6)

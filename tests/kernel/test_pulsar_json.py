@@ -251,9 +251,6 @@ def test_negative_limit_is_invalid_with_json_path() -> None:
          InvalidInputError, "lower bound must be below upper bound"),
         (lambda r: r["loadData"]["bundleData"][B + "0x80000000_0xc0000000"]["shortTermData"].update(maxSamples=0),
          InvalidInputError, '$.loadData.bundleData["t/ns/0x80000000_0xc0000000"].shortTermData.maxSamples: must be >= 1'),
-        (lambda r: r["loadData"]["brokers"]["b1:8080"]["localData"]["lastStats"].update(
-            {B + "0x80000000_0xc0000000": _stats(0, 0, 0, 0)}),
-         InvalidInputError, 'already reported by broker "b1:8080"'),
         (lambda r: r["loadData"]["recentlyUnloadedBundles"].update({B + "0x00000000_0x40000000": -1}),
          InvalidInputError, '$.loadData.recentlyUnloadedBundles["t/ns/0x00000000_0x40000000"]: must be >= 0'),
         (lambda r: r["loadData"]["brokers"]["b1:8080"]["localData"].update(numTopics=1.5),

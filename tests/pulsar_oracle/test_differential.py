@@ -5,8 +5,8 @@ same ``decide`` requests; :mod:`lbreplay.verify` builds it with Maven (cached un
 cases and compares. Hypothesis draws the case seeds (``derandomize``: the same cases on every run); each case is a
 random snapshot or multi-tick sequence from :class:`lbreplay.verify.Generator`.
 
-The xfail tests pin divergences whose fix lies outside the strategy modules (decide's request model and leader
-loop); each names the Pulsar class and method that decides the behaviour.
+The regression tests below pin divergences once found whose fix lay outside the strategy modules (decide's request
+model and leader loop); each names the Pulsar class and method that decides the behaviour.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from lbreplay.verify import (
     IMPL,
     NOW,
@@ -124,11 +125,6 @@ def _two_brokers(rates: list[list[float]], strategy: str, *, bundles_key: bool =
 # ----------------------------------------------------------------------------------------------------------------
 # Divergences whose fix lies in decide's request model / leader loop (outside the strategy modules)
 # ----------------------------------------------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason=(
-    "decide derives a broker's bundles from localData.lastStats; Pulsar's shedders read LocalBrokerData.getBundles() "
-    "(ThresholdShedder/OverloadShedder/UniformLoadShedder/AvgShedder.findBundlesForUnloading: "
-    "localData.getBundles().size() and .contains(bundle)). Fix in kernel/pulsar_json.py + load_data.py: ownership "
-    "= per-broker sets from localData.bundles, lastStats only for stats"))
 @pytest.mark.parametrize("strategy", ["OverloadShedder", "UniformLoadShedder"])
 def test_ownership_is_local_broker_data_bundles(oracle: Oracle, strategy: str) -> None:
     req = _two_brokers(rates=[[3000.0, 2000.0, 1000.0], [10.0]], strategy=strategy, last_stats=False)
@@ -138,11 +134,6 @@ def test_ownership_is_local_broker_data_bundles(oracle: Oracle, strategy: str) -
     assert compare(strategy, java, kernel) == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Pulsar's leader calls onActiveBrokersChange(activeBrokers) on the shedding and placement strategies at every "
-    "refresh (ModularLoadManagerImpl.updateAll -> cleanupDeadBrokersData), so ThresholdShedder forgets the EWMA of "
-    "a broker that left and restarts it from the raw usage when it returns; decide (lib/lbreplay/decide.py, "
-    "Tick._init_modular) and the replay's leader loop never call on_active_brokers_change"))
 def test_threshold_shedder_forgets_departed_brokers(oracle: Oracle) -> None:
     base = _two_brokers(rates=[[3000.0, 2000.0], [10.0], [20.0]], strategy="ThresholdShedder")
     base["config"]["loadBalancerHistoryResourcePercentage"] = 0.9
@@ -171,12 +162,6 @@ def test_avg_shedder_4_0_with_many_brokers(oracle: Oracle) -> None:
     assert found > 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a bundle preallocated to two brokers stays in both BrokerData.getPreallocatedBundleData() maps in Pulsar "
-    "(ModularLoadManagerImpl.selectBrokerForAssignment puts it into the chosen broker's map; updateBundleData "
-    "removes it only once the broker reports it), and LeastLongTermMessageRate.getScore adds each broker's "
-    "preallocated long-term rates; decide's LoadData keeps one preallocation per bundle. Fix in "
-    "kernel/pulsar_json.py + load_data.py: preallocations per broker (a bundle may be in several brokers' sets)"))
 def test_preallocation_in_two_brokers_sets(oracle: Oracle) -> None:
     bad = 0
     for seed in range(100):
@@ -214,12 +199,6 @@ def test_avg_shedder_4_0_comparison_contract_violation(oracle: Oracle) -> None:
     assert seen > 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "UnloadScheduler.execute passes its recentlyUnloadedBundles/recentlyUnloadedBrokers maps to "
-    "TransferShedder.findBundlesForUnloading(context, recentlyUnloadedBundles, recentlyUnloadedBrokers): when a "
-    "request gives them (even empty) they are the input; decide (Tick._init_extensible in lib/lbreplay/decide.py) "
-    "merges the carried strategyState copies into them, so the brokers unloaded by the previous call stay in "
-    "cool-down. Fix: a map present in the request replaces the carried copy; only an absent map falls back to it"))
 def test_extensible_recently_unloaded_maps_given_replace_the_carried_state(oracle: Oracle) -> None:
     from pathlib import Path
 
@@ -236,6 +215,62 @@ def test_extensible_recently_unloaded_maps_given_replace_the_carried_state(oracl
     second = decide({**req, "strategyState": first["strategyState"]})
     java_second = oracle.ask({**req, "sequence": "ext-given-maps"})
     assert sorted(u["bundle"] for u in second["unload"]) == sorted(u["bundle"] for u in java_second["unload"])
+
+
+DOUBLE_LISTING_STRATEGIES = ("ThresholdShedder", "OverloadShedder", "UniformLoadShedder", "AvgShedder", "BundleSplit",
+                             "LeastLongTermMessageRate")
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+@given(seed=st.integers(min_value=0, max_value=2**32 - 1), strategy=st.sampled_from(DOUBLE_LISTING_STRATEGIES),
+       extra=st.lists(st.tuples(st.integers(0, 63), st.integers(0, 63),
+                                st.sampled_from(["bundles", "lastStats", "both", "unlist", "unstat"]),
+                                st.sampled_from([0.0, 0.5, 2.0, 40.0])), min_size=1, max_size=8))
+def test_random_double_listings_agree(oracle: Oracle, seed: int, strategy: str,
+                                      extra: list[tuple[int, int, str, float]]) -> None:
+    """Each broker's own ``LocalBrokerData.bundles`` set and ``lastStats`` map, with random bundles listed by a
+    second broker (in its ``bundles``, its ``lastStats`` with its own stats, or both) or dropped from one of the
+    two: the shedders (``localData.getBundles().size()`` / ``.contains``), the split check
+    (``BundleSplitterTask.findBundlesToSplit`` over every lastStats entry) and LeastLongTermMessageRate agree
+    with Pulsar 4.0.7's classes."""
+    req = Generator(seed, PROFILE, double_listing=0.0).case(strategy).steps[0]
+    brokers = req["loadData"]["brokers"]
+    ids = sorted(brokers)
+    names = sorted(n for n in req["loadData"]["bundleData"] if not n.startswith("t/new/"))
+    if not names:
+        return
+    for bi, ki, where, f in extra:
+        local = brokers[ids[ki % len(ids)]]["localData"]
+        bundle = names[bi % len(names)]
+        if where in ("bundles", "both") and bundle not in local["bundles"]:
+            local["bundles"].append(bundle)
+        if where in ("lastStats", "both"):
+            local["lastStats"][bundle] = {"msgRateIn": 100.0 * f, "msgThroughputIn": 1e5 * f, "topics": int(f * 50),
+                                          "consumerCount": int(f * 10)}
+        if where == "unlist" and bundle in local["bundles"]:
+            local["bundles"].remove(bundle)
+        if where == "unstat":
+            local["lastStats"].pop(bundle, None)
+    java = oracle.ask({**req, "sequence": None})
+    kernel, _ = kernel_answer(req, None)
+    assert compare(strategy, java, kernel) == []
+
+
+def test_bundle_in_two_sets_is_planned_from_both(oracle: Oracle) -> None:
+    """A bundle moving from b1 to b2 sits in both ``LocalBrokerData.bundles``: with both brokers overloaded,
+    ``OverloadShedder.findBundlesForUnloading`` plans it from each (its multimap holds both entries)."""
+    req = _two_brokers(rates=[[3000.0, 2000.0], [10.0, 20.0]], strategy="OverloadShedder")
+    moving = "t/ns/0x00000000_0x40000000"
+    b2 = req["loadData"]["brokers"]["b2:8080"]["localData"]
+    b2["bundles"].append(moving)
+    b2["lastStats"][moving] = {"msgRateIn": 5.0, "topics": 2}
+    for b in req["loadData"]["brokers"].values():
+        b["localData"]["cpu"]["usage"] = 95.0
+    java = oracle.ask({**req, "sequence": None})
+    kernel, _ = kernel_answer(req, None)
+    assert ("b2:8080", moving) in [(u["broker"], u["bundle"]) for u in java["unload"]]
+    assert ("b1:8080", moving) in [(u["broker"], u["bundle"]) for u in java["unload"]]
+    assert compare("OverloadShedder", java, kernel) == []
 
 
 def test_request_lines_are_plain_json() -> None:

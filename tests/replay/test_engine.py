@@ -10,6 +10,7 @@ import pytest
 from lbreplay.kernel.naming import bundle_names, initial_boundaries
 from lbreplay.replay.engine import ObservedTick, Replay, RunSpec, StaticInputs
 from lbreplay.replay.load_model import CpuCalibration
+from lbreplay.replay.modular_leader import ModularLeader
 from lbreplay.replay.ring_load import IntervalLoad, PointLoad, bundle_span
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -87,6 +88,21 @@ def test_broker_leave_orphans_are_assigned_to_live_brokers() -> None:
     assert all(d.target_broker != "broker-4:8080" for d in assigns)
     assert not (replay.layout.owner == 4).any()
     assert not results[-1].broker_tick.alive[4]
+
+
+def test_leader_refresh_forgets_the_ewma_of_a_broker_that_left() -> None:
+    """``ModularLoadManagerImpl.updateAll`` -> ``cleanupDeadBrokersData`` -> ``ThresholdShedder.onActiveBrokersChange``:
+    once broker-4 has left, the leader's EWMA map no longer holds it (it kept it before the kernel's leader loop
+    made that call)."""
+    replay, _ = _run({"loadBalancerSheddingEnabled": True}, n_ticks=9)
+    leader = replay.leader
+    assert isinstance(leader, ModularLeader)
+    assert "broker-4:8080" in leader.manager.shedder.get_state()["brokerAvgResourceUsage"]
+    replay, _ = _run({"loadBalancerSheddingEnabled": True}, n_ticks=15, leave_at=10)
+    leader = replay.leader
+    assert isinstance(leader, ModularLeader)
+    assert sorted(leader.manager.shedder.get_state()["brokerAvgResourceUsage"]) == [
+        f"broker-{i}:8080" for i in range(4)]
 
 
 def test_split_repartitions_topic_traffic() -> None:

@@ -131,27 +131,36 @@ def find_bundles_to_split(
     long = b.long
     rate = np.where(has, long[:, RATE_IN] + long[:, RATE_OUT], 0.0)  # = (in or 0) + (out or 0)
     thr = np.where(has, long[:, THR_IN] + long[:, THR_OUT], 0.0)
-    sessions = b.consumer_count + b.producer_count
+    # one entry per lastStats entry of each broker (a bundle in two brokers' lastStats is checked twice, each time
+    # with that broker's stats; the later broker's bundleCache.put wins and both count for the namespace)
+    holders, rows, _, topics, sessions = ld.reported_stats()
     reasons = split_reason_codes(
-        b.topics, sessions, rate, thr, max_topics, max_sessions, max_rate, max_bw, prof.split_min_two_topics
+        topics, sessions, rate[rows], thr[rows], max_topics, max_sessions, max_rate, max_bw, prof.split_min_two_topics
     )
-    cand = (b.owner >= 0) & (reasons != NO_REASON)
+    cand = reasons != NO_REASON
     if prof.split_min_two_topics:
-        cand &= b.topics >= 2
-    rows = np.flatnonzero(cand)
+        cand &= topics >= 2
+    pick = np.flatnonzero(cand)
     # broker ids, then bundle names (sorted visiting order for Java's map order, README)
-    names = np.asarray(b.names, dtype=object)[rows]
-    owners = np.asarray(ld.brokers.ids, dtype=object)[b.owner[rows]]
-    rows = rows[np.lexsort((names, owners))]
+    names = np.asarray(b.names, dtype=object)[rows[pick]]
+    owners = np.asarray(ld.brokers.ids, dtype=object)[holders[pick]]
+    pick = pick[np.lexsort((names, owners))]
     counts = _NamespaceCounts(ld, bundle_count_per_namespace)
     planned: dict[str, int] = {}
     out: list[tuple[int, int, str]] = []
-    for row in rows.tolist():
+    at: dict[int, int] = {}
+    for j in pick.tolist():
+        row = int(rows[j])
         ns = b.namespaces[row]
         current = counts.get(ns)
         extra = planned.get(ns, 0) if prof.split_min_two_topics else 0
         if current + extra < max_bundles:
-            out.append((row, int(b.owner[row]), REASON_NAMES[reasons[row]]))
+            found = (row, int(holders[j]), REASON_NAMES[reasons[j]])
+            if row in at:
+                out[at[row]] = found
+            else:
+                at[row] = len(out)
+                out.append(found)
             planned[ns] = planned.get(ns, 0) + 1
     return out
 

@@ -19,9 +19,11 @@ from lbreplay.kernel.round_robin_broker_selector import RoundRobinBrokerSelector
 
 
 class _RangeSnapshot:
-    """The bundle rows :meth:`LeaderState.reload` read: ids, names, namespaces and the two holder columns."""
+    """The bundle rows :meth:`LeaderState.reload` read: ids, names, namespaces and the two holder columns
+    (``owner``: the lastStats reporter, ``pre``: the preallocation holder), plus ``extra``: further
+    (broker row, bundle row) pairs when a broker's lastStats or preallocations are not the one-holder view."""
 
-    __slots__ = ("ids", "pos", "names", "namespaces", "owner", "pre")
+    __slots__ = ("ids", "pos", "names", "namespaces", "owner", "pre", "extra")
 
     def __init__(self, ld: LoadData) -> None:
         b = ld.bundles
@@ -29,8 +31,23 @@ class _RangeSnapshot:
         self.pos = {broker: i for i, broker in enumerate(self.ids)}
         self.names = list(b.names)
         self.namespaces = list(b.namespaces)
-        self.owner = np.array(b.owner, dtype=np.int64)
         self.pre = np.array(b.preallocated_to, dtype=np.int64)
+        self.extra: set[tuple[int, int]] = set()
+        if ld.membership is None:
+            self.owner = np.array(b.owner, dtype=np.int64)
+        else:  # reloadFromBundles(broker, lastStats keys + preallocated keys): every reporter of a bundle
+            self.owner = np.full(len(b), -1, dtype=np.int64)
+            holders, rows = ld.reported_pairs()
+            first = np.zeros(rows.size, dtype=bool)
+            first[np.unique(rows, return_index=True)[1]] = True  # pairs go by broker: the first reporter
+            self.owner[rows[first]] = holders[first]
+            self.extra.update(zip(holders[~first].tolist(), rows[~first].tolist()))
+        if ld.preallocated_also:
+            holders, rows = ld.preallocated_pairs()
+            for k, r in zip(holders.tolist(), rows.tolist()):
+                if k != self.pre.item(r):
+                    self.extra.add((k, r))
+        self.extra = {(k, r) for k, r in self.extra if self.owner.item(r) != k and self.pre.item(r) != k}
 
     def holds(self, broker: str, ns: str, rng: str, bundle: str) -> bool:
         """Whether the reloaded ranges of ``broker`` already contain ``ns``/``rng``."""
@@ -43,7 +60,7 @@ class _RangeSnapshot:
             return False
         if self.namespaces[row] != ns or names[row][len(ns) + 1 :] != rng:
             return False
-        return self.owner.item(row) == k or self.pre.item(row) == k
+        return self.owner.item(row) == k or self.pre.item(row) == k or (k, row) in self.extra
 
     def counts(self) -> dict[str, np.ndarray]:
         """Per namespace, per broker row: distinct bundle ranges held (reported or preallocated), vectorized."""
@@ -55,6 +72,8 @@ class _RangeSnapshot:
             pre = (self.pre >= 0) & (self.pre != self.owner)  # a range held both ways counts once
             total += np.bincount(self.owner[own] * nns + codes[own], minlength=nb * nns)
             total += np.bincount(self.pre[pre] * nns + codes[pre], minlength=nb * nns)
+            for k, r in self.extra:  # distinct ranges: extra pairs are neither the owner nor the holder
+                total[k * nns + codes[r]] += 1
         matrix = total.reshape(nb, nns)
         return {ns: matrix[:, c].copy() for ns, c in code.items()}
 
@@ -134,6 +153,9 @@ class LeaderState:
                     if got is None:
                         got = ns_map[ns] = set()
                     got.add(snap.names[row][len(ns) + 1 :])
+            for holder, row in sorted(snap.extra):
+                ns = snap.namespaces[row]
+                ranges[ids[holder]].setdefault(ns, set()).add(snap.names[row][len(ns) + 1 :])
         for broker, ns, rng in self._pending:
             ranges.setdefault(broker, {}).setdefault(ns, set()).add(rng)
         self._pending = []
@@ -193,8 +215,8 @@ class LeaderState:
         if ld is not None:
             b = ld.bundles
             pre: dict[str, list[str]] = {}
-            for row in np.flatnonzero(b.preallocated_to >= 0):
-                pre.setdefault(ld.brokers.ids[b.preallocated_to[row]], []).append(b.names[row])
+            for k, row in zip(*ld.preallocated_pairs()):
+                pre.setdefault(ld.brokers.ids[k], []).append(b.names[row])
             out["preallocatedBundleToBroker"] = dict(sorted(ld.preallocated_bundle_to_broker.items()))
             out["preallocatedBundleData"] = dict(sorted(pre.items()))
         return out
@@ -213,12 +235,26 @@ class LeaderState:
             if row < 0:
                 continue
             for bundle in bundles:
-                j = ensure_bundle_data(ld, bundle)
-                ld.bundles.preallocated_to[j] = row
+                add_preallocation(ld, ensure_bundle_data(ld, bundle), row)
         invalidate_derived(ld, "prealloc")
         for bundle, broker in (state.get("preallocatedBundleToBroker") or {}).items():
             if ld.brokers.index(broker) >= 0:
                 ld.preallocated_bundle_to_broker[str(bundle)] = str(broker)
+
+
+def add_preallocation(ld: LoadData, row: int, broker_row: int) -> None:
+    """Put bundle ``row`` into broker ``broker_row``'s ``preallocatedBundleData`` (other holders keep it)."""
+    pre = ld.bundles.preallocated_to
+    old = pre.item(row)
+    if old == broker_row:
+        return
+    if old >= 0:
+        also = ld.preallocated_also.setdefault(ld.bundles.names[row], [])
+        broker = ld.brokers.ids[broker_row]
+        if broker not in also:
+            also.append(broker)
+        return
+    pre[row] = broker_row
 
 
 def ensure_bundle_data(ld: LoadData, bundle: str) -> int:

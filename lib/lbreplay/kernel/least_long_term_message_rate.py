@@ -30,12 +30,12 @@ def preallocated_long_term_rate(ld: LoadData) -> np.ndarray:
     """Per broker row: sum of ``longTermData`` msgRateIn + msgRateOut over its ``preallocatedBundleData``."""
     b = ld.bundles
     nb = len(ld.brokers)
-    rows = np.flatnonzero(b.preallocated_to >= 0)
+    holders, rows = ld.preallocated_pairs()  # a bundle in two brokers' maps counts for both
     if rows.size == 0:
         return np.zeros(nb)
     lt = np.where(b.has_bundle_data[rows, None], b.long[rows], DEFAULT_MESSAGE_DATA)
     rate = lt[:, RATE_IN] + lt[:, RATE_OUT]
-    return np.bincount(b.preallocated_to[rows], weights=rate, minlength=nb)
+    return np.bincount(holders, weights=rate, minlength=nb)
 
 
 def time_average_long_term_rate(ld: LoadData) -> np.ndarray:
@@ -47,12 +47,17 @@ def time_average_long_term_rate(ld: LoadData) -> np.ndarray:
         long = ld.tabd[1]
         return long[:, RATE_IN] + long[:, RATE_OUT]
     b = ld.bundles
-    own, has = b.owner, b.has_bundle_data
-    reported = own >= 0
+    has = b.has_bundle_data
     rate_in = np.where(has, b.long[:, RATE_IN], DEFAULT_MESSAGE_DATA[RATE_IN])
     rate_out = np.where(has, b.long[:, RATE_OUT], DEFAULT_MESSAGE_DATA[RATE_OUT])
-    if not reported.all():  # bincount over the reported rows only, in row order
-        own, rate_in, rate_out = own[reported], rate_in[reported], rate_out[reported]
+    if ld.membership is not None:  # each broker's lastStats keys (a bundle in two brokers' maps counts twice)
+        own, rows = ld.reported_pairs()
+        rate_in, rate_out = rate_in[rows], rate_out[rows]
+    else:
+        own = b.owner
+        reported = own >= 0
+        if not reported.all():  # bincount over the reported rows only, in row order
+            own, rate_in, rate_out = own[reported], rate_in[reported], rate_out[reported]
     return np.bincount(own, weights=rate_in, minlength=nb) + np.bincount(own, weights=rate_out, minlength=nb)
 
 

@@ -188,6 +188,33 @@ class Bundles:
 
 
 @dataclass
+class Membership:
+    """Each broker's own ``LocalBrokerData.bundles`` set and ``lastStats`` map, as (broker row, bundle row) pairs.
+
+    Pulsar keeps both per broker (``LocalBrokerData``), so a bundle may sit in two brokers' sets (while it moves
+    or around a split) and a broker's ``bundles`` need not equal its ``lastStats`` keys. :class:`LoadData` carries
+    a ``Membership`` only then; otherwise the one-owner fast path (``Bundles.owner`` + ``Bundles.stats``) says it
+    all. Pairs are sorted by broker row, then bundle row (the sorted visiting order); each ``lastStats`` pair
+    carries its own ``NamespaceBundleStats`` (``stats`` in MESSAGE_FIELDS order, ``topics``, sessions, cache).
+    """
+
+    owned_broker: np.ndarray  # int64: localData.bundles pairs
+    owned_bundle: np.ndarray  # int64
+    stats_broker: np.ndarray  # int64: localData.lastStats pairs
+    stats_bundle: np.ndarray  # int64
+    stats: np.ndarray  # (K, 4)
+    topics: np.ndarray  # int64 per lastStats pair
+    consumer_count: np.ndarray
+    producer_count: np.ndarray
+    cache_size: np.ndarray
+
+    def shift_bundle_rows(self, remap: np.ndarray) -> None:
+        """Bundle rows moved (``insert_bundles``): old row r is now ``remap[r]`` (order is kept)."""
+        self.owned_bundle = remap[self.owned_bundle]
+        self.stats_bundle = remap[self.stats_bundle]
+
+
+@dataclass
 class LoadData:
     """``LoadData`` plus the leader-only maps the strategies read."""
 
@@ -199,6 +226,12 @@ class LoadData:
     # BrokerData.timeAverageData as of the last updateBundleData reset: (short, long), each (B, 4) in
     # MESSAGE_FIELDS order. None -> derived from the bundles (time_average_broker_data).
     tabd: tuple[np.ndarray, np.ndarray] | None = None
+    # Per-broker bundles/lastStats when they are not the one-owner view (``Bundles.owner``); None: fast path.
+    membership: Membership | None = None
+    # Brokers besides ``Bundles.preallocated_to`` whose ``preallocatedBundleData`` also holds the bundle
+    # (bundle -> broker ids): a bundle preallocated to A and assigned again to B before A reported it stays in
+    # both maps (``ModularLoadManagerImpl.preallocateBundle`` puts it into B's map; nothing removes it from A's).
+    preallocated_also: dict[str, list[str]] = field(default_factory=dict)
 
     def __getstate__(self) -> dict[str, Any]:
         """Copies and pickles leave the derived-value cache of an open :func:`derived_cache` block behind."""
@@ -210,14 +243,73 @@ class LoadData:
         """``BrokerData.getTimeAverageData()`` per broker: the stored TABD, else derived from the bundles."""
         return self.tabd if self.tabd is not None else self.time_average_broker_data()
 
+    def owned_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """(broker rows, bundle rows) of every broker's ``localData.getBundles()``; within a broker, bundle rows
+        ascending (so per-broker sums fold in the sorted visiting order)."""
+        m = self.membership
+        if m is not None:
+            return m.owned_broker, m.owned_bundle
+        own = self.bundles.owner
+        rows = np.flatnonzero(own >= 0)
+        return own[rows].astype(np.int64), rows
+
+    def reported_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """(broker rows, bundle rows) of every broker's ``localData.getLastStats()`` keys; within a broker, bundle
+        rows ascending."""
+        m = self.membership
+        if m is not None:
+            return m.stats_broker, m.stats_bundle
+        return self.owned_pairs()
+
+    def reported_stats(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`reported_pairs` (broker rows, bundle rows) with each entry's ``NamespaceBundleStats``:
+        message data (MESSAGE_FIELDS order), topics, consumerCount + producerCount."""
+        m = self.membership
+        if m is not None:
+            return m.stats_broker, m.stats_bundle, m.stats, m.topics, m.consumer_count + m.producer_count
+        brokers, rows = self.owned_pairs()
+        b = self.bundles
+        return brokers, rows, b.stats[rows], b.topics[rows], (b.consumer_count + b.producer_count)[rows]
+
     def owned_mask(self, broker: int) -> np.ndarray:
-        """Bundles in ``brokerData[broker].localData.bundles`` (= keys of its lastStats)."""
-        return self.bundles.owner == broker
+        """Bundles in ``brokerData[broker].localData.getBundles()``."""
+        m = self.membership
+        if m is None:
+            return self.bundles.owner == broker
+        mask = np.zeros(len(self.bundles), dtype=bool)
+        lo, hi = np.searchsorted(m.owned_broker, [broker, broker + 1])
+        mask[m.owned_bundle[lo:hi]] = True
+        return mask
 
     def bundle_count(self) -> np.ndarray:
-        """``localData.numBundles`` per broker."""
+        """``localData.getBundles().size()`` per broker (what the shedders compare with 1)."""
+        m = self.membership
+        if m is not None:
+            return np.bincount(m.owned_broker, minlength=len(self.brokers))
         own = self.bundles.owner
         return np.bincount(own[own >= 0], minlength=len(self.brokers))
+
+    def preallocated_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """(broker rows, bundle rows) of every broker's ``preallocatedBundleData``, bundle rows ascending (a bundle
+        in several brokers' maps appears once per broker)."""
+        pre = self.bundles.preallocated_to
+        rows = np.flatnonzero(pre >= 0)
+        holders = pre[rows].astype(np.int64)
+        if not self.preallocated_also:
+            return holders, rows
+        extra_b: list[int] = []
+        extra_r: list[int] = []
+        for bundle, brokers in self.preallocated_also.items():
+            r = self.bundles.index(bundle)
+            for broker in brokers:
+                k = self.brokers.index(broker)
+                if r >= 0 and k >= 0:
+                    extra_b.append(k)
+                    extra_r.append(r)
+        all_b = np.concatenate([holders, np.asarray(extra_b, dtype=np.int64)])
+        all_r = np.concatenate([rows, np.asarray(extra_r, dtype=np.int64)])
+        order = np.lexsort((all_b, all_r))
+        return all_b[order], all_r[order]
 
     def shedding_candidates(self) -> np.ndarray:
         """``LoadData.getBundleDataForLoadShedding()`` restricted to not-recently-unloaded bundles.
@@ -238,20 +330,19 @@ class LoadData:
         return mask
 
     def time_average_broker_data(self) -> tuple[np.ndarray, np.ndarray]:
-        """``TimeAverageBrokerData.reset``: per broker (short, long) sums over its lastStats bundles.
+        """``TimeAverageBrokerData.reset``: per broker (short, long) sums over its lastStats bundles (a bundle in
+        two brokers' lastStats counts for both).
 
         Bundles without BundleData contribute the default stats to both sums.
         """
         nb = len(self.brokers)
         b = self.bundles
-        own = b.owner
-        sel = own >= 0
-        short_src = np.where(b.has_bundle_data[:, None], b.short, DEFAULT_MESSAGE_DATA)
-        long_src = np.where(b.has_bundle_data[:, None], b.long, DEFAULT_MESSAGE_DATA)
+        holders, rows = self.reported_pairs()
+        has = b.has_bundle_data[rows, None]
         short = np.zeros((nb, 4))
         long = np.zeros((nb, 4))
-        np.add.at(short, own[sel], short_src[sel])
-        np.add.at(long, own[sel], long_src[sel])
+        np.add.at(short, holders, np.where(has, b.short[rows], DEFAULT_MESSAGE_DATA))
+        np.add.at(long, holders, np.where(has, b.long[rows], DEFAULT_MESSAGE_DATA))
         return short, long
 
 
@@ -264,16 +355,27 @@ def tamd_update(values: np.ndarray, num_samples: np.ndarray, max_samples: np.nda
 
 
 def update_bundle_data(ld: LoadData) -> None:
-    """One ``updateBundleData`` sample: every bundle in some broker's lastStats gets ``BundleData.update(stats)``.
+    """One ``updateBundleData`` sample: every ``lastStats`` entry of every broker gets ``BundleData.update(stats)``.
 
     A bundle the leader has no BundleData for starts from default stats with numSamples 0
-    (``getBundleDataOrDefault``), so its first sample replaces the defaults.
+    (``getBundleDataOrDefault``), so its first sample replaces the defaults. With per-broker sets
+    (``ld.membership``) brokers are visited in row order: a bundle in two brokers' lastStats is sampled twice,
+    each time with that broker's stats, and each broker's ``TimeAverageBrokerData.reset`` (``ld.tabd``) sums its
+    lastStats bundles right after its own samples, as ``ModularLoadManagerImpl.updateBundleData`` does.
     """
     b = ld.bundles
     invalidate_derived(ld)
+    if ld.membership is not None:
+        _update_bundle_data_per_broker(ld)
+        return
     rows = np.flatnonzero(b.owner >= 0)
     if rows.size == 0:
         return
+    _sample(b, rows, b.stats[rows], b.topics[rows])
+
+
+def _sample(b: Bundles, rows: np.ndarray, sample: np.ndarray, topics: np.ndarray) -> None:
+    """``BundleData.update(stats)`` for distinct ``rows`` (default BundleData first where there is none)."""
     fresh = rows[~b.has_bundle_data[rows]]
     if fresh.size:
         b.short[fresh] = DEFAULT_MESSAGE_DATA
@@ -281,14 +383,34 @@ def update_bundle_data(ld: LoadData) -> None:
         b.short_samples[fresh] = 0
         b.long_samples[fresh] = 0
         b.has_bundle_data[fresh] = True
-    sample = b.stats[rows]
     sv, sn = b.short[rows], b.short_samples[rows]
     tamd_update(sv, sn, b.short_max[rows], sample)
     b.short[rows], b.short_samples[rows] = sv, sn
     lv, ln = b.long[rows], b.long_samples[rows]
     tamd_update(lv, ln, b.long_max[rows], sample)
     b.long[rows], b.long_samples[rows] = lv, ln
-    b.bundle_topics[rows] = b.topics[rows]
+    b.bundle_topics[rows] = topics
+
+
+def _update_bundle_data_per_broker(ld: LoadData) -> None:
+    """:func:`update_bundle_data` over ``ld.membership``: one vectorised sample per broker, then its TABD reset."""
+    m = ld.membership
+    assert m is not None
+    b = ld.bundles
+    nb = len(ld.brokers)
+    short_t = np.zeros((nb, 4))
+    long_t = np.zeros((nb, 4))
+    bounds = np.searchsorted(m.stats_broker, np.arange(nb + 1)).tolist()
+    for k in range(nb):
+        lo, hi = bounds[k], bounds[k + 1]
+        if lo == hi:
+            continue
+        rows = m.stats_bundle[lo:hi]
+        _sample(b, rows, m.stats[lo:hi], m.topics[lo:hi])
+        at = np.full(rows.size, k)
+        np.add.at(short_t, at, b.short[rows])  # every row has BundleData now: no default term
+        np.add.at(long_t, at, b.long[rows])
+    ld.tabd = (short_t, long_t)
 
 
 def insert_bundles(ld: LoadData, names: list[str]) -> np.ndarray:
@@ -321,6 +443,9 @@ def insert_bundles(ld: LoadData, names: list[str]) -> np.ndarray:
                     merged.insert(p + k, v)
                 setattr(out, f.name, merged)
         ld.bundles = out
+        if ld.membership is not None:
+            old_rows = np.arange(len(b), dtype=np.int64)
+            ld.membership.shift_bundle_rows(old_rows + np.searchsorted(np.asarray(pos), old_rows, side="right"))
         invalidate_derived(ld)
     return np.array([row_of(ld.bundles, n) for n in names], dtype=np.int64)
 
@@ -453,8 +578,7 @@ class PreallocationSums(PreallocationFollower):
     def __init__(self, ld: LoadData) -> None:
         b = ld.bundles
         nb = len(ld.brokers)
-        rows = np.flatnonzero(b.preallocated_to >= 0)
-        holders = b.preallocated_to[rows]
+        holders, rows = ld.preallocated_pairs()
         self._rows: dict[int, list[int]] = {}
         for row, holder in zip(rows.tolist(), holders.tolist()):
             self._rows.setdefault(holder, []).append(row)

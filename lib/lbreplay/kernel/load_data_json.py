@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 
-from lbreplay.errors import InvalidInputError
 from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.json_readers import (
     as_int,
@@ -24,6 +23,7 @@ from lbreplay.kernel.load_data import (
     Brokers,
     Bundles,
     LoadData,
+    Membership,
 )
 from lbreplay.kernel.pulsar_json import (
     BundleData,
@@ -93,24 +93,32 @@ def build_load_data(parsed: ParsedLoadData, now_ms: int = 0) -> LoadData:
     """Columnar ``LoadData`` from parsed objects.
 
     Brokers are rows sorted by id; bundles are the sorted union of ``bundleData`` keys, every broker's
-    ``lastStats`` keys and every ``preallocatedBundleData`` key. The owner of a bundle is the broker whose
-    ``lastStats`` reports it (two reporters are rejected: the columnar model has one owner). A bundle
-    without ``bundleData`` has ``has_bundle_data`` False and default stats (``getBundleDataOrDefault``),
-    unless it is preallocated: ``preallocateBundle`` put the same ``BundleData`` object into both maps, so
-    its preallocated data counts as its bundle data. ``timeAverageData`` is used where given and derived
-    (``TimeAverageBrokerData.reset``) elsewhere.
+    ``bundles`` and ``lastStats`` keys and every ``preallocatedBundleData`` key. Each broker keeps its own
+    ``bundles`` set and ``lastStats`` map, as ``LocalBrokerData`` does: when every bundle is listed by one broker
+    at most and each broker's ``bundles`` equal its ``lastStats`` keys, the one-owner columns say it all
+    (``Bundles.owner`` / ``Bundles.stats``); otherwise (a bundle moving or around a split sits in two brokers'
+    sets) ``LoadData.membership`` holds the per-broker pairs. A bundle without ``bundleData`` has
+    ``has_bundle_data`` False and default stats (``getBundleDataOrDefault``), unless it is preallocated:
+    ``preallocateBundle`` put the same ``BundleData`` object into both maps, so its preallocated data counts as its
+    bundle data. A bundle may be in several brokers' ``preallocatedBundleData``. ``timeAverageData`` is used where
+    given and derived (``TimeAverageBrokerData.reset``) elsewhere.
     """
     broker_ids = sorted(parsed.brokers)
     row = {b: i for i, b in enumerate(broker_ids)}
     names: set[str] = set(parsed.bundleData)
     owner_of: dict[str, str] = {}
+    per_broker = False  # some bundle in two brokers' sets, or bundles != lastStats keys
     for broker in broker_ids:
-        for name in parsed.brokers[broker].localData.lastStats:
+        local = parsed.brokers[broker].localData
+        listed = set(local.bundles)
+        if listed != set(local.lastStats):
+            per_broker = True
+        for name in listed:
             if name in owner_of:
-                raise InvalidInputError(
-                    f'$.loadData.brokers{_key(broker)}.localData.lastStats{_key(name)}: bundle already reported '
-                    f'by broker "{owner_of[name]}"; a bundle has one owner')
-            owner_of[name] = broker
+                per_broker = True
+            else:
+                owner_of[name] = broker
+        names.update(local.lastStats)
         names.update(parsed.brokers[broker].preallocatedBundleData)
     names.update(owner_of)
     bundle_names = sorted(names)
@@ -135,30 +143,32 @@ def build_load_data(parsed: ParsedLoadData, now_ms: int = 0) -> LoadData:
         brokers.non_persistent_topics_enabled[i] = d.nonPersistentTopicsEnabled
 
     bundles = Bundles.empty(bundle_names)
-    for k, name in enumerate(bundle_names):
-        owner = owner_of.get(name)
-        if owner is not None:
-            s = parsed.brokers[owner].localData.lastStats[name]
-            bundles.owner[k] = row[owner]
-            bundles.stats[k] = s.message_data()
-            bundles.topics[k] = s.topics
-            bundles.consumer_count[k] = s.consumerCount
-            bundles.producer_count[k] = s.producerCount
-            bundles.cache_size[k] = s.cacheSize
-    prealloc: dict[str, tuple[str, BundleData]] = {}
-    for broker in broker_ids:  # sorted: the last broker listing a bundle wins (one row per bundle)
+    membership = _membership(parsed, broker_ids, bundles) if per_broker else None
+    if membership is None:
+        for k, name in enumerate(bundle_names):
+            owner = owner_of.get(name)
+            if owner is not None:
+                bundles.owner[k] = row[owner]
+                _set_stats(bundles, k, parsed.brokers[owner].localData.lastStats[name])
+    prealloc: dict[str, list[tuple[str, BundleData]]] = {}
+    for broker in broker_ids:  # sorted: the last broker listing a bundle is the newest holder
         for name, bd in parsed.brokers[broker].preallocatedBundleData.items():
-            prealloc[name] = (broker, bd)
-    for name, (broker, bd) in prealloc.items():
+            prealloc.setdefault(name, []).append((broker, bd))
+    preallocated_also: dict[str, list[str]] = {}
+    for name, holders in prealloc.items():
         k = bundles.index(name)
+        broker, bd = holders[-1]
         bundles.preallocated_to[k] = row[broker]
+        if len(holders) > 1:
+            preallocated_also[name] = [h for h, _ in holders[:-1]]
         if name not in parsed.bundleData:
             _set_bundle_data(bundles, k, bd)
     for name, bd in parsed.bundleData.items():
         _set_bundle_data(bundles, bundles.index(name), bd)
 
     ld = LoadData(brokers=brokers, bundles=bundles,
-                  recently_unloaded_bundles=dict(parsed.recentlyUnloadedBundles), now_ms=int(now_ms))
+                  recently_unloaded_bundles=dict(parsed.recentlyUnloadedBundles), now_ms=int(now_ms),
+                  membership=membership, preallocated_also=preallocated_also)
     given = [b for b in broker_ids if parsed.brokers[b].timeAverageData is not None]
     if given:
         short, long = ld.time_average_broker_data()
@@ -169,6 +179,52 @@ def build_load_data(parsed: ParsedLoadData, now_ms: int = 0) -> LoadData:
             long[row[b]] = t.long
         set_time_average_override(ld, short, long)
     return ld
+
+
+def _set_stats(bundles: Bundles, k: int, s: NamespaceBundleStats) -> None:
+    bundles.stats[k] = s.message_data()
+    bundles.topics[k] = s.topics
+    bundles.consumer_count[k] = s.consumerCount
+    bundles.producer_count[k] = s.producerCount
+    bundles.cache_size[k] = s.cacheSize
+
+
+def _membership(parsed: ParsedLoadData, broker_ids: list[str], bundles: Bundles) -> Membership:
+    """Each broker's ``bundles`` set and ``lastStats`` entries as sorted (broker row, bundle row) pairs.
+
+    ``Bundles.owner`` is set to the first broker (sorted) listing the bundle in its ``bundles``, and the bundle
+    columns of stats to the first ``lastStats`` entry (what a one-owner reader such as a dump sees)."""
+    ob: list[int] = []
+    orow: list[int] = []
+    sb: list[int] = []
+    srow: list[int] = []
+    entries: list[NamespaceBundleStats] = []
+    for i, broker in enumerate(broker_ids):
+        local = parsed.brokers[broker].localData
+        for name in sorted(set(local.bundles)):
+            k = bundles.index(name)
+            ob.append(i)
+            orow.append(k)
+            if bundles.owner[k] < 0:
+                bundles.owner[k] = i
+        for name in sorted(local.lastStats):
+            k = bundles.index(name)
+            sb.append(i)
+            srow.append(k)
+            entries.append(local.lastStats[name])
+    first = np.zeros(len(bundles), dtype=bool)
+    for k, st in zip(reversed(srow), reversed(entries)):  # the first entry of each bundle wins
+        _set_stats(bundles, k, st)
+        first[k] = True
+    return Membership(
+        owned_broker=np.asarray(ob, dtype=np.int64), owned_bundle=np.asarray(orow, dtype=np.int64),
+        stats_broker=np.asarray(sb, dtype=np.int64), stats_bundle=np.asarray(srow, dtype=np.int64),
+        stats=np.asarray([st.message_data() for st in entries], dtype=np.float64).reshape(-1, 4),
+        topics=np.asarray([st.topics for st in entries], dtype=np.int64),
+        consumer_count=np.asarray([st.consumerCount for st in entries], dtype=np.int64),
+        producer_count=np.asarray([st.producerCount for st in entries], dtype=np.int64),
+        cache_size=np.asarray([st.cacheSize for st in entries], dtype=np.int64),
+    )
 
 
 def set_time_average_override(ld: LoadData, short: np.ndarray, long: np.ndarray) -> None:
@@ -222,15 +278,26 @@ def bundle_stats_json(ld: LoadData, k: int) -> dict[str, Any]:
 def local_broker_data_json(ld: LoadData, i: int, conf: PulsarConfig | None = None) -> dict[str, Any]:
     """``LocalBrokerData`` of broker row ``i`` rebuilt from the columns (URLs and extras are not kept there)."""
     br, b = ld.brokers, ld.bundles
-    rows = np.flatnonzero(b.owner == i)
-    stats = {b.names[k]: NamespaceBundleStats.from_json(bundle_stats_json(ld, int(k)), "$") for k in rows}
+    m = ld.membership
+    if m is None:
+        rows = np.flatnonzero(b.owner == i)
+        stats = {b.names[k]: NamespaceBundleStats.from_json(bundle_stats_json(ld, int(k)), "$") for k in rows}
+        listed = sorted(stats)
+    else:
+        stats = {}
+        for j in np.flatnonzero(m.stats_broker == i).tolist():
+            thr_in, thr_out, rate_in, rate_out = map(float, m.stats[j])
+            stats[b.names[m.stats_bundle[j]]] = NamespaceBundleStats(
+                rate_in, thr_in, rate_out, thr_out, int(m.consumer_count[j]), int(m.producer_count[j]),
+                int(m.topics[j]), int(m.cache_size[j]))
+        listed = [b.names[k] for k in m.owned_bundle[m.owned_broker == i].tolist()]
     d = LocalBrokerData(
         resources={r: ResourceUsage(float(br.usage[i, j]), float(br.limit[i, j])) for j, r in enumerate(RESOURCES)},
         lastStats=stats,
         msgThroughputIn=float(br.msg_throughput_in[i]), msgThroughputOut=float(br.msg_throughput_out[i]),
         msgRateIn=float(br.msg_rate_in[i]), msgRateOut=float(br.msg_rate_out[i]),
-        numTopics=int(br.num_topics[i]), numBundles=len(rows), numConsumers=int(br.num_consumers[i]),
-        numProducers=int(br.num_producers[i]), bundles=sorted(stats), lastUpdate=int(br.last_update[i]),
+        numTopics=int(br.num_topics[i]), numBundles=len(listed), numConsumers=int(br.num_consumers[i]),
+        numProducers=int(br.num_producers[i]), bundles=listed, lastUpdate=int(br.last_update[i]),
         persistentTopicsEnabled=bool(br.persistent_topics_enabled[i]),
         nonPersistentTopicsEnabled=bool(br.non_persistent_topics_enabled[i]),
         brokerVersionString=br.broker_version[i], loadManagerClassName=br.load_manager_class_name[i],

@@ -3,8 +3,9 @@
 Mirrors ``ModularLoadManagerImpl.doLoadShedding`` (with ``shouldNamespacePoliciesUnload`` /
 ``shouldAntiAffinityNamespaceUnload`` and the destination chosen by ``selectBroker``), the strategy pairing of
 ``ModularLoadManagerImpl.initialize``, ``checkNamespaceBundleSplit`` and, for a list of bundles,
-``selectBrokerForAssignment`` in order. :class:`ModularLoadManager` holds the leader's strategies and state;
-``decide`` and the replay drive it (the replay adds the report/update cycle around it).
+``selectBrokerForAssignment`` in order, and ``cleanupDeadBrokersData`` (``onActiveBrokersChange`` at every
+refresh). :class:`ModularLoadManager` holds the leader's strategies and state; ``decide`` and the replay drive it
+(the replay adds the report/update cycle around it).
 """
 
 from __future__ import annotations
@@ -204,6 +205,16 @@ class ModularLoadManager:
         self.rng = rng
         self.shedder, self.placement = strategies if strategies is not None else create_strategies(conf)
         self.leader_state: LeaderState | None = None
+
+    def cleanup_dead_brokers_data(self, active: Iterable[str]) -> None:
+        """``ModularLoadManagerImpl.cleanupDeadBrokersData``, the first step of every ``updateAll`` on the leader:
+        ``onActiveBrokersChange(activeBrokers)`` on the shedding strategy, then on the placement strategy (both
+        calls even when they are one instance, as the source does). ThresholdShedder and
+        LeastResourceUsageWithWeight forget the EWMA of a broker that left, so it restarts from its raw usage when
+        the broker returns."""
+        current = set(active)
+        self.shedder.on_active_brokers_change(current)
+        self.placement.on_active_brokers_change(current)
 
     def leader(self, ld: LoadData) -> LeaderState:
         """The leader's state (created from the first LoadData it sees)."""

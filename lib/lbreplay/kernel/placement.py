@@ -6,8 +6,9 @@ preallocation clean-up of ``updateBundleData`` / ``reapDeadBrokerPreallocations`
 ``BrokerLoadManagerClassFilter`` and ``BrokerVersionFilter``.
 
 Candidate sets are boolean masks over the sorted broker rows; strategies receive the selected rows in ascending
-order. Preallocations live in ``LoadData`` (``preallocated_bundle_to_broker`` and ``Bundles.preallocated_to``,
-i.e. ``BrokerData.preallocatedBundleData``); ``LeaderState`` holds the leader's other mutable structures.
+order. Preallocations live in ``LoadData`` (``preallocated_bundle_to_broker``; ``Bundles.preallocated_to`` plus
+``LoadData.preallocated_also``, i.e. each broker's ``BrokerData.preallocatedBundleData``); ``LeaderState`` holds
+the leader's other mutable structures.
 """
 
 from __future__ import annotations
@@ -428,11 +429,25 @@ def preallocate_bundle(ld: LoadData, leader: LeaderState, bundle: str, broker: s
 
 
 def _preallocate(ld: LoadData, leader: LeaderState, bundle: str, row: int, broker_row: int, broker: str) -> None:
-    """:func:`preallocate_bundle` with the bundle's row and the broker's row known."""
+    """:func:`preallocate_bundle` with the bundle's row and the broker's row known.
+
+    ``preallocateBundle`` puts the bundle into ``broker``'s ``preallocatedBundleData`` only: a broker that already
+    held it (assigned before, not yet reported) keeps it (``LoadData.preallocated_also``), so its
+    ``LeastLongTermMessageRate.getScore`` and topic count still include it.
+    """
     pre = ld.bundles.preallocated_to
     old = pre.item(row)
-    pre[row] = broker_row
-    note_preallocation(ld, row, old)
+    if old != broker_row:
+        also = ld.preallocated_also.get(bundle)
+        held = also is not None and broker in also
+        if old >= 0:
+            ld.preallocated_also.setdefault(bundle, []).append(ld.brokers.ids[old])
+        if held:
+            assert also is not None
+            also.remove(broker)
+        pre[row] = broker_row
+        # the followers gain the new holder only (old holders keep theirs); no change if it held the bundle already
+        note_preallocation(ld, row, broker_row if held else -1)
     ld.preallocated_bundle_to_broker[bundle] = broker
     leader.add(broker, bundle)
 
@@ -460,12 +475,36 @@ def clear_preallocations(ld: LoadData, leader_owned: Collection[str] | None = No
     rows = np.flatnonzero(b.preallocated_to >= 0)
     for row in rows:
         ld.preallocated_bundle_to_broker.pop(b.names[row], None)
-    reported = b.owner[rows] == b.preallocated_to[rows]
+    for bundle in ld.preallocated_also:
+        ld.preallocated_bundle_to_broker.pop(bundle, None)
+    owned = None if leader_owned is None else set(leader_owned)
+    if ld.membership is None:
+        reported = b.owner[rows] == b.preallocated_to[rows]
+    else:  # localData.getBundles().contains(bundle), per broker: (broker, bundle) pairs as one key each
+        n = max(len(b), 1)
+        listers, listed_rows = ld.owned_pairs()
+        listed = listers * n + listed_rows
+        reported = np.isin(b.preallocated_to[rows].astype(np.int64) * n + rows, listed)
     drop = reported & b.has_bundle_data[rows]
-    if leader_owned is not None:
-        owned = set(leader_owned)
+    if owned is not None:
         drop |= np.array([b.names[r] not in owned for r in rows], dtype=bool)
     b.preallocated_to[rows[drop]] = -1
+    for bundle, holders in list(ld.preallocated_also.items()):
+        r = b.index(bundle)
+        keep = []
+        for broker in holders:
+            k = ld.brokers.index(broker)
+            if r < 0 or k < 0:
+                continue
+            if (bool(ld.owned_mask(k)[r]) and bool(b.has_bundle_data[r])) or (owned is not None and bundle not in owned):
+                continue
+            keep.append(broker)
+        if keep and r >= 0 and b.preallocated_to[r] < 0:  # the newest holder left: the next one stands in
+            b.preallocated_to[r] = ld.brokers.index(keep.pop())
+        if keep:
+            ld.preallocated_also[bundle] = keep
+        else:
+            del ld.preallocated_also[bundle]
     invalidate_derived(ld, "prealloc")
 
 

@@ -45,11 +45,17 @@ class OwnedCandidates:
 
     def __init__(self, ld: LoadData, candidates: np.ndarray | None = None) -> None:
         mask = ld.shedding_candidates() if candidates is None else candidates
-        self._rows = np.flatnonzero(mask)
-        self._owner = ld.bundles.owner[self._rows]
+        if ld.membership is None:
+            self._rows = np.flatnonzero(mask)
+            self._owner = ld.bundles.owner[self._rows]
+        else:  # (broker, bundle) pairs of the brokers' own sets: a bundle in two sets is a candidate of both
+            holders, rows = ld.owned_pairs()
+            keep = mask[rows]
+            order = np.argsort(rows[keep], kind="stable")
+            self._rows, self._owner = rows[keep][order], holders[keep][order]
 
     def rows(self, broker: int) -> np.ndarray:
-        """The candidate rows ``broker`` owns, ascending."""
+        """The candidate rows ``broker`` owns (``localData.getBundles().contains``), ascending."""
         return self._rows[self._owner == broker]
 
 

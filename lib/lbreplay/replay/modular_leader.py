@@ -4,7 +4,8 @@ the replay's ownership.
 Each tick
 1. brokers write reports by Pulsar's 10 % / 15 min rule (``kernel.broker_report``; in an audit: when the
    history shows a new report): the leader only sees the last written report, bundles included;
-2. each written report triggers ``updateAll`` = one ``updateBundleData`` sample of every reported bundle, and
+2. each written report triggers ``updateAll`` = ``cleanupDeadBrokersData`` (``onActiveBrokersChange`` on both
+   strategies; also when a broker comes or goes) and one ``updateBundleData`` sample of every reported bundle, and
    the 15-min bundle-data write (``LoadResourceQuotaUpdaterTask``) one more (PULSAR-LB-SPEC.md §1.7); the
    split check (``checkNamespaceBundleSplit``) runs after ``updateAll``;
 3. every ``loadBalancerSheddingIntervalMinutes`` the leader runs ``doLoadShedding`` (``LoadSheddingTask``);
@@ -53,6 +54,7 @@ class ModularLeader:
         self.ld: LoadData | None = None
         self.shedding_task = LeaderTask()
         self.quota_task = LeaderTask()
+        self._active: frozenset[str] | None = None  # the brokers of the last cleanupDeadBrokersData
 
     # ---------------------------------------------------------------- the cycle
     def tick(self, view: LoadView, ownership: Ownership) -> list[Decision]:
@@ -63,6 +65,10 @@ class ModularLeader:
         quota_ms = conf["loadBalancerResourceQuotaUpdateIntervalMinutes"] * 60_000
         if self.quota_task.due(view.ts_ms, quota_ms):
             samples += 1
+        active = frozenset(ld.brokers.ids)
+        if samples or active != self._active:  # updateAll (a report written, a broker came or went)
+            self.manager.cleanup_dead_brokers_data(active)
+            self._active = active
         for _ in range(samples):
             update_bundle_data(ld)
         decisions: list[Decision] = []

@@ -40,14 +40,23 @@ def _layout(n: int) -> list[int]:
 
 class Generator:
     """Seeded random snapshots: 1-200 brokers, heterogeneous limits, skew, ties, zero traffic, one-bundle
-    brokers, recently unloaded bundles, split thresholds straddled, preallocations, multi-tick sequences."""
+    brokers, recently unloaded bundles, split thresholds straddled, preallocations (one bundle in two brokers' maps
+    too), bundles in two brokers' sets, multi-tick sequences with brokers leaving and returning."""
 
-    def __init__(self, seed: int, profile: str, *, prealloc_twice: bool = False) -> None:
+    def __init__(self, seed: int, profile: str, *, prealloc_twice: bool | None = None,
+                 double_listing: float = 0.2, churn: float = 0.2) -> None:
         self.rng = np.random.default_rng(seed)
         self.profile = profile
         # A bundle preallocated to two brokers (assigned again before its first broker reported it): legal in
-        # Pulsar (each BrokerData has its own preallocatedBundleData); decide keeps one copy (known divergence).
-        self.prealloc_twice = prealloc_twice
+        # Pulsar (each BrokerData has its own preallocatedBundleData). None: drawn per case (about a third).
+        self._prealloc_twice = prealloc_twice
+        self.prealloc_twice = bool(prealloc_twice)
+        # Share of snapshots where bundles sit in two brokers' sets (LocalBrokerData.bundles / lastStats) or a
+        # broker's bundles differ from its lastStats keys, as while a bundle moves or around a split.
+        self.double_listing = double_listing
+        # Share of multi-tick steps where a broker leaves (its report disappears) or the one that left returns.
+        self.churn = churn
+        self._away: tuple[str, Any] | None = None
 
     def _brokers(self) -> int:
         r = self.rng.random()
@@ -135,6 +144,8 @@ class Generator:
                 "longTermMsgRateOut": sum(bundle_data[b]["longTermData"]["msgRateOut"] for b in mine),
             }
             brokers[bid] = {"localData": local, "timeAverageData": tad}
+        if n >= 2 and rng.random() < self.double_listing:
+            self._double_list(brokers, host_ids, all_bundles, stats)
         recently = {}
         for b in all_bundles:
             if rng.random() < 0.1:
@@ -145,6 +156,31 @@ class Generator:
             "loadData": {"brokers": brokers, "bundleData": bundle_data, "recentlyUnloadedBundles": recently},
             "namespaces": {ns: {"boundaries": [_hex(x) for x in b]} for ns, b in layouts.items()},
         }
+
+    def _double_list(self, brokers: dict[str, Any], ids: list[str], bundles: list[str],
+                     stats: dict[str, dict[str, Any]]) -> None:
+        """Per-broker sets as Pulsar's leader sees them mid-move: a few bundles also listed by a second broker (in
+        its ``bundles``, and in its ``lastStats`` with that broker's own stats, or not yet), and sometimes a bundle
+        a broker lists in ``bundles`` without a ``lastStats`` entry (or the other way round)."""
+        rng = self.rng
+        for b in rng.choice(bundles, size=min(len(bundles), int(rng.integers(1, 4))), replace=False).tolist():
+            local = brokers[ids[int(rng.integers(len(ids)))]]["localData"]
+            if b in local["bundles"]:
+                continue
+            local["bundles"].append(b)
+            if rng.random() < 0.7:
+                f = float(rng.choice([0.0, 0.5, 1.0, 3.0]))
+                local["lastStats"][b] = {**stats[b], **{k: stats[b][k] * f for k in (
+                    "msgRateIn", "msgRateOut", "msgThroughputIn", "msgThroughputOut")},
+                    "topics": int(rng.choice([0, 2, stats[b]["topics"]]))}
+        if rng.random() < 0.3:
+            local = brokers[ids[int(rng.integers(len(ids)))]]["localData"]
+            if local["bundles"]:
+                gone = local["bundles"][int(rng.integers(len(local["bundles"])))]
+                if rng.random() < 0.5:
+                    local["lastStats"].pop(gone, None)  # listed, not in lastStats
+                else:
+                    local["bundles"].remove(gone)  # in lastStats, no longer listed
 
     def config(self, strategy: str) -> dict[str, Any]:
         rng = self.rng
@@ -185,11 +221,19 @@ class Generator:
         return conf
 
     def evolve(self, req: dict[str, Any]) -> dict[str, Any]:
-        """The next tick of a sequence: same brokers and bundles, usage and rates drift, time moves 1 minute."""
+        """The next tick of a sequence: usage drifts, time moves 1 minute; now and then a broker leaves and returns
+        a few ticks later (``cleanupDeadBrokersData`` -> ``onActiveBrokersChange``)."""
         rng = self.rng
         nxt = json.loads(json.dumps(req))
         nxt["nowMillis"] = req["nowMillis"] + 60_000
-        for b in nxt["loadData"]["brokers"].values():
+        brokers = nxt["loadData"]["brokers"]
+        if self._away is not None and rng.random() < 0.7:  # the broker that left comes back (a fresh report)
+            brokers[self._away[0]] = self._away[1]
+            self._away = None
+        elif self._away is None and len(brokers) > 2 and rng.random() < self.churn:  # a broker leaves
+            gone = sorted(brokers)[int(rng.integers(len(brokers)))]
+            self._away = (gone, brokers.pop(gone))
+        for b in brokers.values():
             local = b["localData"]
             local["lastUpdate"] += 60_000
             for r in ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut"):
@@ -263,6 +307,9 @@ class Generator:
         return nxt
 
     def case(self, strategy: str) -> Case:
+        self._away = None
+        if self._prealloc_twice is None:
+            self.prealloc_twice = bool(self.rng.random() < 0.35)
         if strategy == "TransferShedder":
             steps = [self.extensible()]
             if self.rng.random() < 0.6:
