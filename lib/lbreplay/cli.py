@@ -5,6 +5,7 @@ Heavy imports (pyspark, great_expectations) happen inside the commands, so ``dec
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -250,6 +251,8 @@ def main() -> None:
     argv = sys.argv[1:]
     verbose = any(a in VERBOSE_FLAGS for a in argv)
     args = [a for a in argv if a not in VERBOSE_FLAGS]
+    if verbose:
+        os.environ["LBREPLAY_VERBOSE"] = "1"  # Spark's own logging too (lbreplay.spark)
     try:
         app(args=args, prog_name="lbreplay", standalone_mode=False)
     except LbReplayError as exc:

@@ -21,12 +21,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lbreplay.paths import CACHE_DIR, DEFAULT_LAKE
+from lbreplay.paths import CACHE_DIR, CONF_DIR, DEFAULT_LAKE
 
 SCALA_BINARY = "2.13"
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2/"
 DATABASE = "lbreplay"
 
+LOG4J2_CONF = CONF_DIR / "spark" / "log4j2.properties"  # the driver JVM's logging (not under spark-submit)
 
 def delta_artifact() -> str:
     """``io.delta:delta-spark_<spark major.minor>_2.13:<delta-spark version>`` (as delta's pip helper builds it)."""
@@ -170,6 +171,9 @@ def configure_lbreplay(builder: Any, lake: str, *, master: str | None = None, co
         settings["spark.master"] = master or "local[*]"
         settings["spark.driver.memory"] = default_driver_memory()
         settings.update(delta_jar_conf())
+        if os.environ.get("LBREPLAY_VERBOSE") != "1" and LOG4J2_CONF.is_file():
+            # Spark's start-up chatter off (conf/spark/log4j2.properties); --verbose keeps Spark's default logging
+            settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={LOG4J2_CONF.as_uri()}"
     else:
         # the submitter's confs win over lbreplay's defaults (e.g. --conf spark.sql.shuffle.partitions=64)
         settings = {k: v for k, v in settings.items() if submitted_conf(k) is None}
