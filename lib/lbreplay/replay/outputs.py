@@ -66,12 +66,30 @@ def renumbered_decisions(decisions: DataFrame) -> DataFrame:
         "seq", F.row_number().over(Window.partitionBy("run_id").orderBy("tick", "seq")).cast("bigint"))
 
 
+# Floating-point sums in Spark's aggregates follow the order rows reach them (partitions, slices, execution
+# shape); these fold a sorted array instead, so the same rows give the same bits whatever the shape.
+def _ordered_sum(name: str) -> Column:
+    """Sum of the group's values, added in ascending order (an aggregate: collect, sort, fold)."""
+    return F.aggregate(F.array_sort(F.collect_list(name)), F.lit(0.0), lambda acc, x: acc + x)
+
+
+def _sorted_mean(values: Column) -> Column:
+    """Mean of a sorted array column (added in its order)."""
+    return F.try_divide(F.aggregate(values, F.lit(0.0), lambda acc, x: acc + x), F.size(values))
+
+
+def _sorted_std(values: Column) -> Column:
+    """Population standard deviation of a sorted array column (two passes, in its order)."""
+    mean = _sorted_mean(values)
+    return F.sqrt(F.try_divide(F.aggregate(values, F.lit(0.0), lambda acc, x: acc + (x - mean) * (x - mean)),
+                               F.size(values)))
+
 def combine_metrics(seq_metrics: DataFrame, broker_ticks: DataFrame) -> DataFrame:
     """run_metrics: the tasks' additive metrics summed over tick slices, plus the load distribution over time
     (std, max-min spread and max/mean of the weighted max usage over alive brokers per tick; mean, p95, final)
     computed from ``broker_ticks``."""
     summed = seq_metrics.groupBy("run_id", "metric").agg(
-        F.when(F.col("metric") == "task_peak_rss_mb", F.max("value")).otherwise(F.sum("value")).alias("value"))
+        F.when(F.col("metric") == "task_peak_rss_mb", F.max("value")).otherwise(_ordered_sum("value")).alias("value"))
     wide = summed.groupBy("run_id").pivot("metric", list(KPI_SUMS)).agg(F.first("value"))
     derived = wide.select(
         "run_id",
@@ -84,18 +102,22 @@ def combine_metrics(seq_metrics: DataFrame, broker_ticks: DataFrame) -> DataFram
         "stack(2, 'time_to_balance_minutes', time_to_balance_minutes, 'calibration_mape', calibration_mape)"
     ).alias("metric", "value"))
     per_tick = broker_ticks.where("alive").groupBy("run_id", "tick").agg(
-        F.stddev_pop("weighted_max_usage").alias("load_std"),
+        F.array_sort(F.collect_list("weighted_max_usage")).alias("u"),
         (F.max("weighted_max_usage") - F.min("weighted_max_usage")).alias("load_spread"),
-        F.when(F.avg("weighted_max_usage") > 0, F.max("weighted_max_usage") / F.avg("weighted_max_usage"))
-        .otherwise(F.lit(1.0)).alias("load_max_over_mean"),
-    )
+        F.max("weighted_max_usage").alias("max"),
+    ).select("run_id", "tick", "load_spread", "max", _sorted_mean(F.col("u")).alias("mean"),
+             _sorted_std(F.col("u")).alias("load_std")).select(
+        "run_id", "tick", "load_std", "load_spread",
+        F.when(F.col("mean") > 0, F.col("max") / F.col("mean")).otherwise(F.lit(1.0)).alias("load_max_over_mean"))
     # every distribution KPI in one aggregation: mean, p95 and the final tick's value (max_by tick)
     names = ("load_std", "load_spread", "load_max_over_mean")
     aggs = [F.count(F.lit(1)).cast("double").alias("ticks")]
     for name in names:
-        aggs += [F.avg(name).alias(f"{name}_mean"), F.percentile(name, 0.95).alias(f"{name}_p95"),
+        aggs += [F.array_sort(F.collect_list(name)).alias(f"{name}_values"),
+                 F.percentile(name, 0.95).alias(f"{name}_p95"),
                  F.max_by(name, "tick").alias(f"{name}_final")]
     kpis = per_tick.groupBy("run_id").agg(*aggs)
+    kpis = kpis.select("*", *[_sorted_mean(F.col(f"{n}_values")).alias(f"{n}_mean") for n in names])
     cols = ["ticks"] + [f"{n}_{s}" for n in names for s in ("mean", "p95", "final")]
     stacked = kpis.select("run_id", F.expr(
         f"stack({len(cols)}, " + ", ".join(f"'{c}', CAST({c} AS DOUBLE)" for c in cols) + ")").alias("metric", "value"))
