@@ -405,5 +405,3 @@ def broker_names(count: int, port: int = 8080) -> list[str]:
     """``broker-NN:port``, zero-padded so that name order is index order."""
     width = max(2, len(str(max(count - 1, 0))))
     return [f"broker-{i:0{width}d}:{port}" for i in range(count)]
-
-

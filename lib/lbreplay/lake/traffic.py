@@ -178,4 +178,3 @@ def topic_ticks_frame(spark: SparkSession, sc: Scenario, seed: int, topics: Data
         .withColumn("rate_out_milli", F.col("rate_in_milli") * F.col("fanout"))
         .withColumn("thr_out", F.col("thr_in") * F.col("fanout"))
     )
-
