@@ -224,12 +224,18 @@ class JsonObject:
         where = self.path if key is None else child(self.path, key)
         return InvalidInputError(f"{self.file}: {where}: {message}")
 
-    def obj(self, key: str, required: bool = True) -> JsonObject | None:
+    def _field(self, key: str, required: bool, what: str) -> Any:
+        """The value of ``key`` (None when absent or null, an error if ``required``)."""
         v = self.value.get(key)
-        if v is None:
-            if required:
-                raise self.error(key, "required object is missing")
-            return None
+        if v is None and required:
+            raise self.error(key, f"required {what} is missing")
+        return v
+
+    def obj(self, key: str, required: bool = True) -> JsonObject | None:
+        v = self._field(key, required, "object")
+        return None if v is None else self._member(key, v)
+
+    def _member(self, key: str, v: Any) -> JsonObject:
         if not isinstance(v, dict):
             raise self.error(key, f"expected an object, got {type(v).__name__}")
         return JsonObject(v, self.file, child(self.path, key))
@@ -237,10 +243,7 @@ class JsonObject:
     def items(self) -> Iterator[tuple[str, JsonObject]]:
         """The members, each an object, in key order."""
         for k in sorted(self.value):
-            v = self.value[k]
-            if not isinstance(v, dict):
-                raise self.error(k, f"expected an object, got {type(v).__name__}")
-            yield k, JsonObject(v, self.file, child(self.path, k))
+            yield k, self._member(k, self.value[k])
 
     def objects(self, key: str) -> Iterator[JsonObject]:
         """The elements of the array ``key``, each an object (checked as it is reached)."""
@@ -254,10 +257,8 @@ class JsonObject:
             yield JsonObject(item, self.file, child(array.path, i))
 
     def num(self, key: str, required: bool = True, default: float | None = None) -> float | None:
-        v = self.value.get(key)
+        v = self._field(key, required, "number")
         if v is None:
-            if required:
-                raise self.error(key, "required number is missing")
             return default
         if isinstance(v, str) and v in NON_NUMERIC:
             return NON_NUMERIC[v]
@@ -266,10 +267,8 @@ class JsonObject:
         return float(v)
 
     def int_(self, key: str, required: bool = True, default: int | None = None) -> int | None:
-        v = self.value.get(key)
+        v = self._field(key, required, "integer")
         if v is None:
-            if required:
-                raise self.error(key, "required integer is missing")
             return default
         if isinstance(v, float) and v.is_integer():
             return int(v)
@@ -278,17 +277,15 @@ class JsonObject:
         return v
 
     def str_(self, key: str, required: bool = True) -> str | None:
-        v = self.value.get(key)
+        v = self._field(key, required, "string")
         if v is None:
-            if required:
-                raise self.error(key, "required string is missing")
             return None
         if not isinstance(v, str):
             raise self.error(key, f"expected a string, got {_shown(v)}")
         return v
 
     def bool_(self, key: str, default: bool | None = None) -> bool | None:
-        v = self.value.get(key)
+        v = self._field(key, False, "boolean")
         if v is None:
             return default
         if not isinstance(v, bool):
