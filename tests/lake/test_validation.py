@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from lbreplay.errors import InvalidInputError
-from lbreplay.lake import delta_log, expectations, tables
+from lbreplay.lake import delta_log, dump_rows, expectations, tables
 from lbreplay.lake import ingest as ing
 from lbreplay.lake import validation as val
 
@@ -213,7 +213,7 @@ def test_generator_style_tables(spark, lake) -> None:
     ]
 
     def bundle(name: str, broker: str, thr: float) -> dict:
-        ns, lo, hi = ing.split_bundle(name)
+        ns, lo, hi = dump_rows.split_bundle(name)
         return {"cluster": "gen_bad", "ts": ts, "broker": broker, "bundle": name, "namespace": ns, "range_lower": lo,
                 "range_upper": hi, "msg_rate_in": 1.0, "msg_throughput_in": thr, "topics": 1}
 
