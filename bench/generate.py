@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--driver-memory", default="4g")
     args = ap.parse_args(argv)
 
-    from lbreplay.lake.generator import generate, resolve_scenario
+    from lbreplay.lake.generator import generate
+    from lbreplay.lake.scenario import resolve_scenario
     from lbreplay.spark import get_spark
 
     tmp = None if args.lake else tempfile.mkdtemp(prefix="lbreplay-bench-gen-")

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from lbreplay.lake.generator import generate_command, generate_steps, resolve_scenario
+from lbreplay.lake.generator import generate_command, generate_steps
+from lbreplay.lake.scenario import resolve_scenario
 from lbreplay.progress import Progress, StepProgress, eta_seconds, spark_tasks, steps_done
 
 TINY = {"name": "tiny", "brokers": 3, "namespaces": 1, "bundles_per_namespace": 4, "topics": 40, "ticks": 20}

@@ -22,9 +22,23 @@ def test_the_tree_has_no_circle_and_a_self_contained_kernel() -> None:
 
 
 def test_long_functions_are_the_pulsar_methods_named_in_the_check() -> None:
-    long = dict(imports.long_functions(imports.load_modules()))
-    kernel_long = {name for name in long if name.startswith("lbreplay.kernel.")}
-    assert kernel_long <= set(imports.LONG_PULSAR_METHODS)
+    modules = imports.load_modules()
+    long = dict(imports.long_functions(modules))
+    assert set(long) <= set(imports.LONG_PULSAR_METHODS)
+    assert len(long) <= imports.MAX_LONG_FUNCTIONS
+    assert imports.size_violations(modules) == []
+
+
+def test_a_big_module_and_a_long_function_are_reported(tmp_path: Path) -> None:
+    """A module over 600 lines and a function over 80 lines that mirrors no Pulsar method both fail the check."""
+    path = tmp_path / "big.py"
+    path.write_text("def long():\n" + "    x = 1\n" * 90 + "\n" * 520, encoding="utf-8")
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    mods = {"lbreplay.lake.big": imports.Module("lbreplay.lake.big", path, lines)}
+    assert imports.size_violations(mods) == [
+        f"lbreplay.lake.big: {lines} lines (max 600)",
+        "lbreplay.lake.big:long: 91 lines (max 80 unless it mirrors one Pulsar method)",
+    ]
 
 
 def test_a_circle_and_a_kernel_escape_are_reported(tmp_path: Path) -> None:
@@ -47,5 +61,8 @@ def test_the_command_runs() -> None:
                           timeout=120)
     assert proc.returncode == 0, proc.stdout
     assert not [ln for ln in proc.stdout.splitlines() if ln.startswith("FAIL ")]
-    assert "OK: kernel self-contained, no import circle, jobs and cli thin" in proc.stdout
+    assert "OK: kernel self-contained, no import circle, jobs and cli thin, sizes within limits" in proc.stdout
     assert proc.stdout.splitlines()[0].endswith("internal imports")
+    strict = subprocess.run([sys.executable, "-m", "lbreplay.devtools.imports", "--strict"], capture_output=True,
+                            text=True, timeout=120)
+    assert strict.returncode == 0 and strict.stdout == proc.stdout

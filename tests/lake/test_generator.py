@@ -21,19 +21,18 @@ import pytest
 
 from lbreplay.errors import UsageError
 from lbreplay.kernel.naming import format_range
-from lbreplay.lake.generator import (
+from lbreplay.lake.generator import generate, generate_command
+from lbreplay.lake.host_usage import LoadModel, cpu_limit, kbit_per_s, nic_limit_kbit
+from lbreplay.lake.ownership_plan import plan_ownership
+from lbreplay.lake.scenario import (
     Event,
     RebalanceSpec,
     broker_names,
-    generate,
-    generate_command,
     initial_boundaries,
     list_scenarios,
     namespace_names,
-    plan_ownership,
     resolve_scenario,
 )
-from lbreplay.lake.host_usage import LoadModel, cpu_limit, kbit_per_s, nic_limit_kbit
 
 MIB = 1024 * 1024
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from lbreplay.errors import InvalidInputError, UsageError
+from lbreplay.lake import dump_rows, dump_tree
 from lbreplay.lake import ingest as ing
 from tests.dump_days import shift_dumps
 
@@ -100,14 +101,14 @@ def test_doc_sample_local_broker_data(tmp_path: Path) -> None:
 
 def test_detect_kind_by_pulsar_field_names() -> None:
     """Type detection by the fields Jackson writes (spec §1.2–§1.5, §7.1; TopBundlesLoadData.topBundlesLoadData)."""
-    assert ing.detect_kind(DOC_SAMPLE) == ing.LOCAL_BROKER_DATA
-    assert ing.detect_kind({"lastStats": {}, "cpu": {}}) == ing.LOCAL_BROKER_DATA  # pre-loadReportType dumps
-    assert ing.detect_kind({"shortTermData": {}, "longTermData": {}, "topics": 1}) == ing.BUNDLE_DATA_KIND
-    assert ing.detect_kind({"shortTermMsgRateIn": 1.0, "longTermMsgRateIn": 1.0}) == ing.TIME_AVERAGE_BROKER_DATA
-    assert ing.detect_kind({"cpu": {}, "weightedMaxEMA": 0.2, "updatedAt": 1}) == ing.BROKER_LOAD_DATA
-    assert ing.detect_kind({"topBundlesLoadData": []}) == ing.TOP_BUNDLES_KIND
-    assert ing.detect_kind({"foo": 1}) is None
-    assert ing.detect_kind([1, 2]) is None
+    assert dump_tree.detect_kind(DOC_SAMPLE) == dump_tree.LOCAL_BROKER_DATA
+    assert dump_tree.detect_kind({"lastStats": {}, "cpu": {}}) == dump_tree.LOCAL_BROKER_DATA  # pre-loadReportType dumps
+    assert dump_tree.detect_kind({"shortTermData": {}, "longTermData": {}, "topics": 1}) == dump_tree.BUNDLE_DATA_KIND
+    assert dump_tree.detect_kind({"shortTermMsgRateIn": 1.0, "longTermMsgRateIn": 1.0}) == dump_tree.TIME_AVERAGE_BROKER_DATA
+    assert dump_tree.detect_kind({"cpu": {}, "weightedMaxEMA": 0.2, "updatedAt": 1}) == dump_tree.BROKER_LOAD_DATA
+    assert dump_tree.detect_kind({"topBundlesLoadData": []}) == dump_tree.TOP_BUNDLES_KIND
+    assert dump_tree.detect_kind({"foo": 1}) is None
+    assert dump_tree.detect_kind([1, 2]) is None
 
 
 @pytest.mark.parametrize(
@@ -127,37 +128,37 @@ def test_detect_kind_by_pulsar_field_names() -> None:
 )
 def test_timestamp_patterns(name: str, ms: int | None) -> None:
     """Documented file-name timestamp patterns (module docstring); 1690977600000 ms = 2023-08-02T12:00:00Z."""
-    assert ing.timestamp_from_name(name) == ms
+    assert dump_tree.timestamp_from_name(name) == ms
 
 
 def test_tick_truncates_to_the_minute() -> None:
     """One leader refresh per minute: 12:00:59.999 and 12:00:00.000 are the same tick, 12:01:00.000 the next."""
-    assert ing.tick_of(1690977659999) == ing.tick_of(1690977600000) == _utc(2023, 8, 2, 12, 0)
-    assert ing.tick_of(1690977660000) == _utc(2023, 8, 2, 12, 1)
+    assert dump_tree.tick_of(1690977659999) == dump_tree.tick_of(1690977600000) == _utc(2023, 8, 2, 12, 0)
+    assert dump_tree.tick_of(1690977660000) == _utc(2023, 8, 2, 12, 1)
 
 
 def test_names_from_paths_and_urls() -> None:
     """Broker id = host:port of the web service URL (the /loadbalance/brokers key); ``_`` stands for ``:`` in paths."""
     root = Path("/d/snap")
-    assert ing.broker_from_url("http://broker-1:8080") == "broker-1:8080"
-    assert ing.broker_from_url("https://b.example.com:8443/") == "b.example.com:8443"
-    assert ing.broker_from_path(Path("broker-load-data/broker-2_8080/20230802T120000Z.json"), root) == "broker-2:8080"
-    assert ing.broker_from_path(Path("x/broker-3_8080__1690977605217.json"), root) == "broker-3:8080"
-    assert ing.broker_from_path(Path("x/20230802T120000Z.json"), root) is None
-    assert ing.bundle_from_path(Path("bundle-data/20230802T120245Z/public/default/0x00000000_0x20000000.json")) == (
+    assert dump_tree.broker_from_url("http://broker-1:8080") == "broker-1:8080"
+    assert dump_tree.broker_from_url("https://b.example.com:8443/") == "b.example.com:8443"
+    assert dump_tree.broker_from_path(Path("broker-load-data/broker-2_8080/20230802T120000Z.json"), root) == "broker-2:8080"
+    assert dump_tree.broker_from_path(Path("x/broker-3_8080__1690977605217.json"), root) == "broker-3:8080"
+    assert dump_tree.broker_from_path(Path("x/20230802T120000Z.json"), root) is None
+    assert dump_tree.bundle_from_path(Path("bundle-data/20230802T120245Z/public/default/0x00000000_0x20000000.json")) == (
         "public/default/0x00000000_0x20000000"
     )
     # heartbeat namespaces (NamespaceService.getHeartbeatNamespace / V2): pulsar/<cluster>/<host:port>, pulsar/<host:port>
-    assert ing.bundle_from_path(Path("bundle-data/20230802T120245Z/pulsar/standalone/127.0.0.1_8080/"
+    assert dump_tree.bundle_from_path(Path("bundle-data/20230802T120245Z/pulsar/standalone/127.0.0.1_8080/"
                                      "0x00000000_0xffffffff.json")) == "pulsar/standalone/127.0.0.1:8080/0x00000000_0xffffffff"
-    assert ing.bundle_from_path(Path("bundle-data/20230802T120245Z/pulsar/broker-1_8080/0x00000000_0xffffffff.json")) == (
+    assert dump_tree.bundle_from_path(Path("bundle-data/20230802T120245Z/pulsar/broker-1_8080/0x00000000_0xffffffff.json")) == (
         "pulsar/broker-1:8080/0x00000000_0xffffffff"
     )
-    assert ing.bundle_from_path(Path("bundle-data/x/pulsar/system/0x00000000_0x40000000.json")) == (
+    assert dump_tree.bundle_from_path(Path("bundle-data/x/pulsar/system/0x00000000_0x40000000.json")) == (
         "pulsar/system/0x00000000_0x40000000"
     )
-    assert ing.split_bundle("a/b/0x00000000_0xffffffff") == ("a/b", 0, 0xFFFFFFFF)
-    assert ing.split_bundle("a/b/not-a-range") == ("a/b", None, None)
+    assert dump_rows.split_bundle("a/b/0x00000000_0xffffffff") == ("a/b", 0, 0xFFFFFFFF)
+    assert dump_rows.split_bundle("a/b/not-a-range") == ("a/b", None, None)
 
 
 def test_read_modular_sample() -> None:
@@ -166,11 +167,11 @@ def test_read_modular_sample() -> None:
     dump = ing.read_dumps(MODULAR, "c1")
     assert dump.files == 21
     assert dump.reports == {
-        ing.LOCAL_BROKER_DATA: 9,
-        ing.BUNDLE_DATA_KIND: 9,
-        ing.TIME_AVERAGE_BROKER_DATA: 3,
-        ing.BROKER_LOAD_DATA: 0,
-        ing.TOP_BUNDLES_KIND: 0,
+        dump_tree.LOCAL_BROKER_DATA: 9,
+        dump_tree.BUNDLE_DATA_KIND: 9,
+        dump_tree.TIME_AVERAGE_BROKER_DATA: 3,
+        dump_tree.BROKER_LOAD_DATA: 0,
+        dump_tree.TOP_BUNDLES_KIND: 0,
     }
     assert {k: len(v) for k, v in dump.rows.items()} == {
         "broker_load": 9,

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from lbreplay.errors import InvalidInputError
+from lbreplay.lake import delta_log, dump_rows, expectations, tables
 from lbreplay.lake import ingest as ing
 from lbreplay.lake import validation as val
 
@@ -39,18 +40,18 @@ def _statuses(report: val.ValidationReport) -> dict[str, tuple[str, int]]:
 def test_rule_catalogue() -> None:
     """Every validated table has a suite with key rules; the bundle-name regex accepts Pulsar's
     ``String.format("0x%08x_0x%08x")`` names (NamespaceBundle) and rejects upper-case or short hex."""
-    assert set(val.SUITES) == {t.name for t in val.VALIDATED_TABLES}
-    for table in val.VALIDATED_TABLES:
-        rules = val.SUITES[table.name]
+    assert set(expectations.SUITES) == {t.name for t in expectations.VALIDATED_TABLES}
+    for table in expectations.VALIDATED_TABLES:
+        rules = expectations.SUITES[table.name]
         assert any(r.kind == "unique" and r.columns == table.key for r in rules), table.name
         assert {r.columns[0] for r in rules if r.name == "key_not_null"} >= set(table.key)
-    ok = re.compile(val.BUNDLE_NAME_REGEX)
+    ok = re.compile(expectations.BUNDLE_NAME_REGEX)
     assert ok.match("my-tenant/my-namespace/0x4ccccccb_0x66666664")
     assert ok.match("prop/cluster/ns/0x00000000_0xffffffff")  # v1 namespace
     assert not ok.match("my-tenant/my-namespace/0x4CCCCCCB_0x66666664")
     assert not ok.match("my-tenant/my-namespace/0x4cccccc_0x66666664")
     assert not ok.match("my-namespace/0x00000000_0xffffffff")
-    bl = {(r.name, r.columns[0], r.severity) for r in val.SUITES["broker_load"] if r.name == "limit_positive"}
+    bl = {(r.name, r.columns[0], r.severity) for r in expectations.SUITES["broker_load"] if r.name == "limit_positive"}
     assert ("limit_positive", "cpu_limit", "error") in bl and ("limit_positive", "bandwidth_in_limit", "warning") in bl
 
 
@@ -75,7 +76,7 @@ def test_modular_sample_passes_and_status_tracks_changes(spark, lake) -> None:
     assert _rows(spark, lake, "quarantine", "val_mod").count() == 0
     runs = _rows(spark, lake, "validation_runs", "val_mod").where("table_name = 'bundle_load'").collect()
     assert len(runs) == 1 and runs[0]["status"] == "passed" and runs[0]["row_count"] == 25
-    assert runs[0]["delta_version"] == val.delta_version(spark, lake, ing.BUNDLE_LOAD)
+    assert runs[0]["delta_version"] == delta_log.delta_version(spark, lake, tables.BUNDLE_LOAD)
     assert val.is_validated(spark, lake, "val_mod", tables=["broker_load", "bundle_load"])
     assert not val.is_validated(spark, lake, "val_mod", tables=["top_bundles_load_data"])  # required but empty
 
@@ -93,17 +94,17 @@ def test_commits_of_other_clusters_leave_a_validation_standing(spark, lake) -> N
     scan (read from the Delta log's add/remove actions); a commit touching the cluster does not."""
     ing.ingest(spark, lake, MODULAR, "val_ua")
     assert val.validate(spark, lake, "val_ua").passed
-    v0 = val.delta_version(spark, lake, ing.BROKER_LOAD)
+    v0 = delta_log.delta_version(spark, lake, tables.BROKER_LOAD)
     ing.ingest(spark, lake, MODULAR, "val_ub")
-    v1 = val.delta_version(spark, lake, ing.BROKER_LOAD)
+    v1 = delta_log.delta_version(spark, lake, tables.BROKER_LOAD)
     assert v1 > v0
-    assert val.cluster_untouched(spark, lake, ing.BROKER_LOAD, "val_ua", v0, v1)
-    assert not val.cluster_untouched(spark, lake, ing.BROKER_LOAD, "val_ub", v0, v1)
+    assert delta_log.cluster_untouched(spark, lake, tables.BROKER_LOAD, "val_ua", v0, v1)
+    assert not delta_log.cluster_untouched(spark, lake, tables.BROKER_LOAD, "val_ub", v0, v1)
     assert val.validation_problems(spark, lake, "val_ua") == []
     spark.sql(f"DELETE FROM delta.`{lake}/broker_load` WHERE cluster = 'val_ua' AND broker = 'broker-3:8080'")
-    v2 = val.delta_version(spark, lake, ing.BROKER_LOAD)
-    assert not val.cluster_untouched(spark, lake, ing.BROKER_LOAD, "val_ua", v0, v2)
-    assert val.cluster_untouched(spark, lake, ing.BROKER_LOAD, "val_ub", v1, v2)
+    v2 = delta_log.delta_version(spark, lake, tables.BROKER_LOAD)
+    assert not delta_log.cluster_untouched(spark, lake, tables.BROKER_LOAD, "val_ua", v0, v2)
+    assert delta_log.cluster_untouched(spark, lake, tables.BROKER_LOAD, "val_ub", v1, v2)
     assert val.validation_problems(spark, lake, "val_ua") == [
         f"broker_load: changed since validation (validated Delta version {runs_version(spark, lake, 'val_ua')})"]
 
@@ -212,7 +213,7 @@ def test_generator_style_tables(spark, lake) -> None:
     ]
 
     def bundle(name: str, broker: str, thr: float) -> dict:
-        ns, lo, hi = ing.split_bundle(name)
+        ns, lo, hi = dump_rows.split_bundle(name)
         return {"cluster": "gen_bad", "ts": ts, "broker": broker, "bundle": name, "namespace": ns, "range_lower": lo,
                 "range_upper": hi, "msg_rate_in": 1.0, "msg_throughput_in": thr, "topics": 1}
 

@@ -27,7 +27,8 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
-from lbreplay.lake.generator import generate, load_scenario_doc
+from lbreplay.lake.generator import generate
+from lbreplay.lake.scenario import load_scenario_doc
 from lbreplay.lake.validation import validate
 from lbreplay.replay import spark_replay as R
 from lbreplay.replay.run_config import resolve_run_config

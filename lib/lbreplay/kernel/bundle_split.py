@@ -207,7 +207,7 @@ def check_namespace_bundle_split(
     found = find_bundles_to_split(ld, conf, counts)
     algorithm = algorithm_by_name(conf["defaultNamespaceBundleSplitAlgorithm"], conf)
     unload_enabled = bool(conf["loadBalancerAutoUnloadSplitBundlesEnabled"])
-    max_bundles, max_topics, max_sessions, max_rate, max_bw = split_thresholds(conf)
+    thresholds = split_thresholds(conf)
     b = ld.bundles
     out: list[SplitDecision] = []
     for row, broker_row, reason in found:
@@ -235,17 +235,6 @@ def check_namespace_bundle_split(
                 apply_split([lo, hi], lo, hi, cuts)  # validates the boundaries
         except ValueError:
             cuts = []  # the factory rejects the boundaries: the split fails
-        long_src = b.long[row] if b.has_bundle_data[row] else np.zeros(4)
-        details = {
-            "topics": float(b.topics[row]),
-            "maxTopics": float(max_topics),
-            "sessions": float(b.consumer_count[row] + b.producer_count[row]),
-            "maxSessions": float(max_sessions),
-            "msgRate": float(long_src[RATE_IN] + long_src[RATE_OUT]),
-            "maxMsgRate": max_rate,
-            "msgThroughput": float(long_src[THR_IN] + long_src[THR_OUT]),
-            "maxMsgThroughput": max_bw,
-        }
         out.append(
             SplitDecision(
                 bundle=name,
@@ -260,7 +249,24 @@ def check_namespace_bundle_split(
                 unload=unload,
                 bundle_row=row,
                 broker_row=broker_row,
-                details=details,
+                details=_split_details(ld, row, thresholds),
             )
         )
     return out
+
+
+def _split_details(ld: LoadData, row: int, thresholds: tuple[int, int, int, float, float]) -> dict[str, float]:
+    """A split bundle's figures next to the thresholds of :func:`split_thresholds` they were compared with."""
+    _, max_topics, max_sessions, max_rate, max_bw = thresholds
+    b = ld.bundles
+    long_src = b.long[row] if b.has_bundle_data[row] else np.zeros(4)
+    return {
+        "topics": float(b.topics[row]),
+        "maxTopics": float(max_topics),
+        "sessions": float(b.consumer_count[row] + b.producer_count[row]),
+        "maxSessions": float(max_sessions),
+        "msgRate": float(long_src[RATE_IN] + long_src[RATE_OUT]),
+        "maxMsgRate": max_rate,
+        "msgThroughput": float(long_src[THR_IN] + long_src[THR_OUT]),
+        "maxMsgThroughput": max_bw,
+    }

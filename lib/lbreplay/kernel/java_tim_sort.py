@@ -11,6 +11,7 @@ where Java throws). Checked against the 4.0.7 jar by the differential oracle (te
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -131,6 +132,19 @@ def _gallop_right(key: T, a: list[T], base: int, length: int, hint: int, cmp: Ca
     return ofs
 
 
+@dataclass
+class _Cursors:
+    """A merge in progress (``mergeLo`` / ``mergeHi``'s locals): the read positions in run 1 (``c1``) and run 2
+    (``c2``; the shorter run is read from ``tmp``), the write position, the elements left in each run."""
+
+    c1: int
+    c2: int
+    dest: int
+    len1: int
+    len2: int
+    base1: int = 0  # run 1's start (mergeHi gallops over it)
+
+
 class _TimSort:
     def __init__(self, a: list, cmp: Callable) -> None:
         self.a = a
@@ -199,191 +213,199 @@ class _TimSort:
             self._merge_hi(base1, len1, base2, len2)
 
     def _merge_lo(self, base1: int, len1: int, base2: int, len2: int) -> None:
-        a, cmp = self.a, self.cmp
+        """``mergeLo``: merge the shorter run ``base1`` (copied to ``tmp``) with ``base2``, left to right."""
+        a = self.a
         tmp = a[base1:base1 + len1]
-        c1, c2, dest = 0, base2, base1
-        a[dest] = a[c2]
-        dest += 1
-        c2 += 1
-        len2 -= 1
-        if len2 == 0:
-            a[dest:dest + len1] = tmp[c1:c1 + len1]
+        m = _Cursors(c1=0, c2=base2, dest=base1, len1=len1, len2=len2)
+        a[m.dest] = a[m.c2]
+        m.dest += 1
+        m.c2 += 1
+        m.len2 -= 1
+        if m.len2 == 0:
+            a[m.dest:m.dest + m.len1] = tmp[m.c1:m.c1 + m.len1]
             return
-        if len1 == 1:
-            a[dest:dest + len2] = a[c2:c2 + len2]
-            a[dest + len2] = tmp[c1]
+        if m.len1 == 1:
+            a[m.dest:m.dest + m.len2] = a[m.c2:m.c2 + m.len2]
+            a[m.dest + m.len2] = tmp[m.c1]
             return
         min_gallop = self.min_gallop
-        done = False
-        while not done:
-            count1 = count2 = 0
-            while True:
-                if cmp(a[c2], tmp[c1]) < 0:
-                    a[dest] = a[c2]
-                    dest += 1
-                    c2 += 1
-                    count2 += 1
-                    count1 = 0
-                    len2 -= 1
-                    if len2 == 0:
-                        done = True
-                        break
-                else:
-                    a[dest] = tmp[c1]
-                    dest += 1
-                    c1 += 1
-                    count1 += 1
-                    count2 = 0
-                    len1 -= 1
-                    if len1 == 1:
-                        done = True
-                        break
-                if (count1 | count2) >= min_gallop:
-                    break
+        while True:
+            if self._lo_one_at_a_time(tmp, m, min_gallop):
+                break
+            done, min_gallop = self._lo_galloping(tmp, m, min_gallop)
             if done:
                 break
-            while True:
-                count1 = _gallop_right(a[c2], tmp, c1, len1, 0, cmp)
-                if count1 != 0:
-                    a[dest:dest + count1] = tmp[c1:c1 + count1]
-                    dest += count1
-                    c1 += count1
-                    len1 -= count1
-                    if len1 <= 1:
-                        done = True
-                        break
-                a[dest] = a[c2]
-                dest += 1
-                c2 += 1
-                len2 -= 1
-                if len2 == 0:
-                    done = True
-                    break
-                count2 = _gallop_left(tmp[c1], a, c2, len2, 0, cmp)
-                if count2 != 0:
-                    a[dest:dest + count2] = a[c2:c2 + count2]
-                    dest += count2
-                    c2 += count2
-                    len2 -= count2
-                    if len2 == 0:
-                        done = True
-                        break
-                a[dest] = tmp[c1]
-                dest += 1
-                c1 += 1
-                len1 -= 1
-                if len1 == 1:
-                    done = True
-                    break
-                min_gallop -= 1
-                if not (count1 >= MIN_GALLOP or count2 >= MIN_GALLOP):
-                    break
-            if done:
-                break
-            min_gallop = max(min_gallop, 0)
-            min_gallop += 2
+            min_gallop = max(min_gallop, 0) + 2  # penalty for leaving gallop mode
         self.min_gallop = max(min_gallop, 1)
-        if len1 == 1:
-            a[dest:dest + len2] = a[c2:c2 + len2]
-            a[dest + len2] = tmp[c1]
-        elif len1 == 0:
+        if m.len1 == 1:
+            a[m.dest:m.dest + m.len2] = a[m.c2:m.c2 + m.len2]
+            a[m.dest + m.len2] = tmp[m.c1]
+        elif m.len1 == 0:
             raise ComparisonContractViolation("Comparison method violates its general contract!")
         else:
-            a[dest:dest + len1] = tmp[c1:c1 + len1]
+            a[m.dest:m.dest + m.len1] = tmp[m.c1:m.c1 + m.len1]
+
+    def _lo_one_at_a_time(self, tmp: list, m: _Cursors, min_gallop: int) -> bool:
+        """``mergeLo``'s straight merge until one run wins ``min_gallop`` times in a row; True when a run ran out."""
+        a, cmp = self.a, self.cmp
+        count1 = count2 = 0  # times in a row run 1 (tmp) / run 2 won
+        while True:
+            if cmp(a[m.c2], tmp[m.c1]) < 0:
+                a[m.dest] = a[m.c2]
+                m.dest += 1
+                m.c2 += 1
+                count2 += 1
+                count1 = 0
+                m.len2 -= 1
+                if m.len2 == 0:
+                    return True
+            else:
+                a[m.dest] = tmp[m.c1]
+                m.dest += 1
+                m.c1 += 1
+                count1 += 1
+                count2 = 0
+                m.len1 -= 1
+                if m.len1 == 1:
+                    return True
+            if (count1 | count2) >= min_gallop:
+                return False
+
+    def _lo_galloping(self, tmp: list, m: _Cursors, min_gallop: int) -> tuple[bool, int]:
+        """``mergeLo``'s gallop mode while either run keeps winning ``MIN_GALLOP`` elements at a time:
+        (a run ran out, the lowered ``min_gallop``)."""
+        a, cmp = self.a, self.cmp
+        while True:
+            count1 = _gallop_right(a[m.c2], tmp, m.c1, m.len1, 0, cmp)
+            if count1 != 0:
+                a[m.dest:m.dest + count1] = tmp[m.c1:m.c1 + count1]
+                m.dest += count1
+                m.c1 += count1
+                m.len1 -= count1
+                if m.len1 <= 1:
+                    return True, min_gallop
+            a[m.dest] = a[m.c2]
+            m.dest += 1
+            m.c2 += 1
+            m.len2 -= 1
+            if m.len2 == 0:
+                return True, min_gallop
+            count2 = _gallop_left(tmp[m.c1], a, m.c2, m.len2, 0, cmp)
+            if count2 != 0:
+                a[m.dest:m.dest + count2] = a[m.c2:m.c2 + count2]
+                m.dest += count2
+                m.c2 += count2
+                m.len2 -= count2
+                if m.len2 == 0:
+                    return True, min_gallop
+            a[m.dest] = tmp[m.c1]
+            m.dest += 1
+            m.c1 += 1
+            m.len1 -= 1
+            if m.len1 == 1:
+                return True, min_gallop
+            min_gallop -= 1
+            if not (count1 >= MIN_GALLOP or count2 >= MIN_GALLOP):
+                return False, min_gallop
 
     def _merge_hi(self, base1: int, len1: int, base2: int, len2: int) -> None:
-        a, cmp = self.a, self.cmp
+        """``mergeHi``: merge run ``base1`` with the shorter run ``base2`` (copied to ``tmp``), right to left."""
+        a = self.a
         tmp = a[base2:base2 + len2]
-        c1, c2, dest = base1 + len1 - 1, len2 - 1, base2 + len2 - 1
-        a[dest] = a[c1]
-        dest -= 1
-        c1 -= 1
-        len1 -= 1
-        if len1 == 0:
-            a[dest - (len2 - 1):dest + 1] = tmp[0:len2]
+        m = _Cursors(c1=base1 + len1 - 1, c2=len2 - 1, dest=base2 + len2 - 1, len1=len1, len2=len2, base1=base1)
+        a[m.dest] = a[m.c1]
+        m.dest -= 1
+        m.c1 -= 1
+        m.len1 -= 1
+        if m.len1 == 0:
+            a[m.dest - (m.len2 - 1):m.dest + 1] = tmp[0:m.len2]
             return
-        if len2 == 1:
-            dest -= len1
-            c1 -= len1
-            a[dest + 1:dest + 1 + len1] = a[c1 + 1:c1 + 1 + len1]
-            a[dest] = tmp[c2]
+        if m.len2 == 1:
+            self._hi_last_of_tmp(tmp, m)
             return
         min_gallop = self.min_gallop
-        done = False
-        while not done:
-            count1 = count2 = 0
-            while True:
-                if cmp(tmp[c2], a[c1]) < 0:
-                    a[dest] = a[c1]
-                    dest -= 1
-                    c1 -= 1
-                    count1 += 1
-                    count2 = 0
-                    len1 -= 1
-                    if len1 == 0:
-                        done = True
-                        break
-                else:
-                    a[dest] = tmp[c2]
-                    dest -= 1
-                    c2 -= 1
-                    count2 += 1
-                    count1 = 0
-                    len2 -= 1
-                    if len2 == 1:
-                        done = True
-                        break
-                if (count1 | count2) >= min_gallop:
-                    break
+        while True:
+            if self._hi_one_at_a_time(tmp, m, min_gallop):
+                break
+            done, min_gallop = self._hi_galloping(tmp, m, min_gallop)
             if done:
                 break
-            while True:
-                count1 = len1 - _gallop_right(tmp[c2], a, base1, len1, len1 - 1, cmp)
-                if count1 != 0:
-                    dest -= count1
-                    c1 -= count1
-                    len1 -= count1
-                    a[dest + 1:dest + 1 + count1] = a[c1 + 1:c1 + 1 + count1]
-                    if len1 == 0:
-                        done = True
-                        break
-                a[dest] = tmp[c2]
-                dest -= 1
-                c2 -= 1
-                len2 -= 1
-                if len2 == 1:
-                    done = True
-                    break
-                count2 = len2 - _gallop_left(a[c1], tmp, 0, len2, len2 - 1, cmp)
-                if count2 != 0:
-                    dest -= count2
-                    c2 -= count2
-                    len2 -= count2
-                    a[dest + 1:dest + 1 + count2] = tmp[c2 + 1:c2 + 1 + count2]
-                    if len2 <= 1:
-                        done = True
-                        break
-                a[dest] = a[c1]
-                dest -= 1
-                c1 -= 1
-                len1 -= 1
-                if len1 == 0:
-                    done = True
-                    break
-                min_gallop -= 1
-                if not (count1 >= MIN_GALLOP or count2 >= MIN_GALLOP):
-                    break
-            if done:
-                break
-            min_gallop = max(min_gallop, 0)
-            min_gallop += 2
+            min_gallop = max(min_gallop, 0) + 2  # penalty for leaving gallop mode
         self.min_gallop = max(min_gallop, 1)
-        if len2 == 1:
-            dest -= len1
-            c1 -= len1
-            a[dest + 1:dest + 1 + len1] = a[c1 + 1:c1 + 1 + len1]
-            a[dest] = tmp[c2]
-        elif len2 == 0:
+        if m.len2 == 1:
+            self._hi_last_of_tmp(tmp, m)
+        elif m.len2 == 0:
             raise ComparisonContractViolation("Comparison method violates its general contract!")
         else:
-            a[dest - (len2 - 1):dest + 1] = tmp[0:len2]
+            a[m.dest - (m.len2 - 1):m.dest + 1] = tmp[0:m.len2]
+
+    def _hi_last_of_tmp(self, tmp: list, m: _Cursors) -> None:
+        """``mergeHi`` with one element of run 2 left: the rest of run 1 moves up, that element goes first."""
+        a = self.a
+        m.dest -= m.len1
+        m.c1 -= m.len1
+        a[m.dest + 1:m.dest + 1 + m.len1] = a[m.c1 + 1:m.c1 + 1 + m.len1]
+        a[m.dest] = tmp[m.c2]
+
+    def _hi_one_at_a_time(self, tmp: list, m: _Cursors, min_gallop: int) -> bool:
+        """``mergeHi``'s straight merge until one run wins ``min_gallop`` times in a row; True when a run ran out."""
+        a, cmp = self.a, self.cmp
+        count1 = count2 = 0  # times in a row run 1 / run 2 (tmp) won
+        while True:
+            if cmp(tmp[m.c2], a[m.c1]) < 0:
+                a[m.dest] = a[m.c1]
+                m.dest -= 1
+                m.c1 -= 1
+                count1 += 1
+                count2 = 0
+                m.len1 -= 1
+                if m.len1 == 0:
+                    return True
+            else:
+                a[m.dest] = tmp[m.c2]
+                m.dest -= 1
+                m.c2 -= 1
+                count2 += 1
+                count1 = 0
+                m.len2 -= 1
+                if m.len2 == 1:
+                    return True
+            if (count1 | count2) >= min_gallop:
+                return False
+
+    def _hi_galloping(self, tmp: list, m: _Cursors, min_gallop: int) -> tuple[bool, int]:
+        """``mergeHi``'s gallop mode while either run keeps winning ``MIN_GALLOP`` elements at a time:
+        (a run ran out, the lowered ``min_gallop``)."""
+        a, cmp = self.a, self.cmp
+        while True:
+            count1 = m.len1 - _gallop_right(tmp[m.c2], a, m.base1, m.len1, m.len1 - 1, cmp)
+            if count1 != 0:
+                m.dest -= count1
+                m.c1 -= count1
+                m.len1 -= count1
+                a[m.dest + 1:m.dest + 1 + count1] = a[m.c1 + 1:m.c1 + 1 + count1]
+                if m.len1 == 0:
+                    return True, min_gallop
+            a[m.dest] = tmp[m.c2]
+            m.dest -= 1
+            m.c2 -= 1
+            m.len2 -= 1
+            if m.len2 == 1:
+                return True, min_gallop
+            count2 = m.len2 - _gallop_left(a[m.c1], tmp, 0, m.len2, m.len2 - 1, cmp)
+            if count2 != 0:
+                m.dest -= count2
+                m.c2 -= count2
+                m.len2 -= count2
+                a[m.dest + 1:m.dest + 1 + count2] = tmp[m.c2 + 1:m.c2 + 1 + count2]
+                if m.len2 <= 1:
+                    return True, min_gallop
+            a[m.dest] = a[m.c1]
+            m.dest -= 1
+            m.c1 -= 1
+            m.len1 -= 1
+            if m.len1 == 0:
+                return True, min_gallop
+            min_gallop -= 1
+            if not (count1 >= MIN_GALLOP or count2 >= MIN_GALLOP):
+                return False, min_gallop

@@ -1,12 +1,14 @@
 """Typed readers of JSON documents with JSON-path error messages (``$.a.b[2]``): the layer every Pulsar object of
 :mod:`lbreplay.kernel.pulsar_json` and ``decide``'s request is read through. Bad JSON types are usage errors
-(exit 2), bad values invalid-input errors (exit 3)."""
+(exit 2), bad values invalid-input errors (exit 3). :class:`JsonObject` reads the objects of a dump file for
+``ingest``: errors name the file and the JSON path, numbers are kept as written."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from lbreplay.errors import InvalidInputError, UsageError
@@ -192,3 +194,100 @@ def parse_timestamps(doc: Any, path: str, *, bundles: bool) -> dict[str, int]:
             check_broker_id(name, p)
         out[name] = as_int(ts, p, minimum=0)
     return out
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Objects of a dump file, read faithfully (``lbreplay ingest``)
+# ----------------------------------------------------------------------------------------------------------
+#: Numbers Jackson writes as strings.
+NON_NUMERIC = {"NaN": math.nan, "Infinity": math.inf, "+Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value)[:40]
+
+
+class JsonObject:
+    """A JSON object of dump ``file`` at JSON path ``path``, with typed getters of its fields.
+
+    Strict about structure, faithful about content: a missing required field or a value of the wrong JSON type is
+    an :class:`InvalidInputError` (exit 3) naming the file and the JSON path; numbers are taken as they are
+    (negative, NaN, ±Infinity, also Jackson's ``"NaN"`` / ``"Infinity"`` strings), left to ``lbreplay validate``.
+    """
+
+    def __init__(self, value: dict[str, Any], file: str, path: str = "$") -> None:
+        self.value = value
+        self.file = file
+        self.path = path
+
+    def error(self, key: str | int | None, message: str) -> InvalidInputError:
+        where = self.path if key is None else child(self.path, key)
+        return InvalidInputError(f"{self.file}: {where}: {message}")
+
+    def _field(self, key: str, required: bool, what: str) -> Any:
+        """The value of ``key`` (None when absent or null, an error if ``required``)."""
+        v = self.value.get(key)
+        if v is None and required:
+            raise self.error(key, f"required {what} is missing")
+        return v
+
+    def obj(self, key: str, required: bool = True) -> JsonObject | None:
+        v = self._field(key, required, "object")
+        return None if v is None else self._member(key, v)
+
+    def _member(self, key: str, v: Any) -> JsonObject:
+        if not isinstance(v, dict):
+            raise self.error(key, f"expected an object, got {type(v).__name__}")
+        return JsonObject(v, self.file, child(self.path, key))
+
+    def items(self) -> Iterator[tuple[str, JsonObject]]:
+        """The members, each an object, in key order."""
+        for k in sorted(self.value):
+            yield k, self._member(k, self.value[k])
+
+    def objects(self, key: str) -> Iterator[JsonObject]:
+        """The elements of the array ``key``, each an object (checked as it is reached)."""
+        items = self.value.get(key)
+        if not isinstance(items, list):
+            raise self.error(key, "expected a list")
+        array = JsonObject({}, self.file, child(self.path, key))
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise array.error(i, "expected an object")
+            yield JsonObject(item, self.file, child(array.path, i))
+
+    def num(self, key: str, required: bool = True, default: float | None = None) -> float | None:
+        v = self._field(key, required, "number")
+        if v is None:
+            return default
+        if isinstance(v, str) and v in NON_NUMERIC:
+            return NON_NUMERIC[v]
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise self.error(key, f"expected a number, got {_shown(v)}")
+        return float(v)
+
+    def int_(self, key: str, required: bool = True, default: int | None = None) -> int | None:
+        v = self._field(key, required, "integer")
+        if v is None:
+            return default
+        if isinstance(v, float) and v.is_integer():
+            return int(v)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise self.error(key, f"expected an integer, got {_shown(v)}")
+        return v
+
+    def str_(self, key: str, required: bool = True) -> str | None:
+        v = self._field(key, required, "string")
+        if v is None:
+            return None
+        if not isinstance(v, str):
+            raise self.error(key, f"expected a string, got {_shown(v)}")
+        return v
+
+    def bool_(self, key: str, default: bool | None = None) -> bool | None:
+        v = self._field(key, False, "boolean")
+        if v is None:
+            return default
+        if not isinstance(v, bool):
+            raise self.error(key, f"expected true/false, got {_shown(v)}")
+        return v

@@ -1,0 +1,268 @@
+"""Shaping dump objects into table rows: one parser per Pulsar type (LocalBrokerData, BundleData,
+TimeAverageBrokerData, BrokerLoadData, TopBundlesLoadData), each reading the object through
+:class:`~lbreplay.kernel.json_readers.JsonObject` (errors name the file and the JSON path) into row dicts of
+the tables ``ingest`` writes; Pulsar's defaults fill absent counters and totals."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from lbreplay.errors import InvalidInputError
+from lbreplay.kernel.json_readers import JsonObject, child
+from lbreplay.kernel.naming import bundle_bounds, split_bundle_name
+from lbreplay.lake.dump_tables import (
+    BROKER_LOAD_DATA_EXT,
+    BROKER_TIME_AVERAGE,
+    BUNDLE_DATA,
+    TOP_BUNDLES_LOAD_DATA,
+)
+from lbreplay.lake.dump_tree import (
+    BROKER_LOAD_DATA,
+    BUNDLE_DATA_KIND,
+    KINDS,
+    LOCAL_BROKER_DATA,
+    TIME_AVERAGE_BROKER_DATA,
+    TIME_AVERAGE_FIELDS,
+    TOP_BUNDLES_KIND,
+    DumpSource,
+    broker_id,
+    bundle_from_path,
+    detect_kind,
+    load_json,
+    snapshot_tick,
+)
+from lbreplay.lake.tables import BROKER_LOAD, BUNDLE_LOAD, RESOURCES, Table
+
+#: JSON names of the five resources (LocalBrokerData / BrokerLoadData) in lbreplay's column order.
+RESOURCE_JSON = dict(zip(RESOURCES, ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut")))
+_RATES = {
+    "msg_rate_in": "msgRateIn",
+    "msg_rate_out": "msgRateOut",
+    "msg_throughput_in": "msgThroughputIn",
+    "msg_throughput_out": "msgThroughputOut",
+}
+_BUNDLE_RE = re.compile(r"(?P<ns>.+)/(?P<range>0x[0-9a-fA-F]{1,8}_0x[0-9a-fA-F]{1,8})")
+
+#: Tables ``ingest`` writes (replaced per cluster), in write order.
+INGEST_TABLES: tuple[Table, ...] = (
+    BROKER_LOAD,
+    BUNDLE_LOAD,
+    BUNDLE_DATA,
+    BROKER_TIME_AVERAGE,
+    BROKER_LOAD_DATA_EXT,
+    TOP_BUNDLES_LOAD_DATA,
+)
+
+
+def split_bundle(name: str) -> tuple[str | None, int | None, int | None]:
+    """``tenant/ns/0xLLLLLLLL_0xUUUUUUUU`` -> (namespace, lower, upper); range None when malformed
+    (``LoadManagerShared.getNamespaceNameFromBundleName`` / ``getBundleRangeFromBundleName``)."""
+    if not _BUNDLE_RE.fullmatch(name):
+        ns = split_bundle_name(name)[0]
+        return (ns or None), None, None
+    ns, lower, upper = bundle_bounds(name)
+    return ns, lower, upper
+
+
+def _utc(ms: int | None) -> datetime | None:
+    if ms is None or ms <= 0:
+        return None
+    return datetime.fromtimestamp(ms / 1000.0, tz=timezone.utc)
+
+
+@dataclass
+class DumpRows:
+    """Row dicts per table name, plus how many reports of each kind were read."""
+
+    rows: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {t.name: [] for t in INGEST_TABLES})
+    reports: dict[str, int] = field(default_factory=lambda: {k: 0 for k in KINDS})
+    files: int = 0
+    outside: int = 0  # rows dropped by a time window
+
+    @property
+    def ticks(self) -> int:
+        return len({r["ts"] for rows in self.rows.values() for r in rows})
+
+
+def _resources(node: JsonObject) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for res, key in RESOURCE_JSON.items():
+        r = node.obj(key)
+        assert r is not None
+        out[f"{res}_usage"] = r.num("usage")
+        out[f"{res}_limit"] = r.num("limit")
+    return out
+
+
+def _bundle_stats(st: JsonObject) -> dict[str, Any]:
+    """NamespaceBundleStats -> column values (absent counters are 0, as a new NamespaceBundleStats)."""
+    return {
+        **{col: st.num(key, required=False, default=0.0) for col, key in _RATES.items()},
+        "topics": st.int_("topics", required=False, default=0),
+        "consumer_count": st.int_("consumerCount", required=False, default=0),
+        "producer_count": st.int_("producerCount", required=False, default=0),
+        "cache_size": st.int_("cacheSize", required=False, default=0),
+    }
+
+
+def _bundle_cols(name: str) -> dict[str, Any]:
+    ns, lower, upper = split_bundle(name)
+    return {"bundle": name, "namespace": ns, "range_lower": lower, "range_upper": upper}
+
+
+def _local_broker_data(node: JsonObject, src: DumpSource, cluster: str, out: DumpRows) -> None:
+    """LocalBrokerData -> one broker_load row + one bundle_load row per ``lastStats`` entry."""
+    broker = broker_id(node, src, urls=True)
+    last_update = node.int_("lastUpdate", required=False)
+    ts, _ = snapshot_tick(node, src, last_update)
+    stats = node.obj("lastStats", required=False) or node.obj("bundleStats", required=False)
+    if stats is None:
+        raise node.error("lastStats", "required object is missing")
+    bundle_rows = []
+    for name, st in stats.items():
+        bundle_rows.append({"cluster": cluster, "ts": ts, "broker": broker, **_bundle_cols(name), **_bundle_stats(st)})
+
+    def total(col: str) -> Any:
+        return sum(r[col] for r in bundle_rows)
+
+    row: dict[str, Any] = {"cluster": cluster, "ts": ts, "broker": broker, **_resources(node)}
+    for col, key in _RATES.items():
+        row[col] = node.num(key, required=False, default=float(total(col)))
+    row["num_topics"] = node.int_("numTopics", required=False, default=total("topics"))
+    row["num_bundles"] = node.int_("numBundles", required=False, default=len(bundle_rows))
+    row["num_consumers"] = node.int_("numConsumers", required=False, default=total("consumer_count"))
+    row["num_producers"] = node.int_("numProducers", required=False, default=total("producer_count"))
+    row["broker_version"] = node.str_("brokerVersionString", required=False)
+    row["load_manager_class_name"] = node.str_("loadManagerClassName", required=False)
+    # LocalBrokerData initialises both flags to true; Jackson keeps that when the key is absent.
+    row["persistent_topics_enabled"] = node.bool_("persistentTopicsEnabled", default=True)
+    row["non_persistent_topics_enabled"] = node.bool_("nonPersistentTopicsEnabled", default=True)
+    row["last_update"] = _utc(last_update)
+    out.rows[BROKER_LOAD.name].append(row)
+    out.rows[BUNDLE_LOAD.name].extend(bundle_rows)
+
+
+def _tamd(node: JsonObject, key: str, prefix: str) -> dict[str, Any]:
+    t = node.obj(key)
+    assert t is not None
+    return {
+        f"{prefix}_max_samples": t.int_("maxSamples"),
+        f"{prefix}_num_samples": t.int_("numSamples"),
+        **{f"{prefix}_{col}": t.num(k) for col, k in _RATES.items()},
+    }
+
+
+def _bundle_data(node: JsonObject, src: DumpSource, cluster: str, out: DumpRows) -> None:
+    """BundleData (``/loadbalance/bundle-data/<bundle>``) -> one bundle_data row."""
+    name = src.key or bundle_from_path(src.rel)
+    if not name:
+        raise node.error(None, "no bundle name: expected …/<tenant>/<namespace>/<0x%08x_0x%08x>.json or a map key")
+    ts, _ = snapshot_tick(node, src, None)
+    out.rows[BUNDLE_DATA.name].append(
+        {
+            "cluster": cluster,
+            "ts": ts,
+            **_bundle_cols(name),
+            "topics": node.int_("topics", required=False, default=0),
+            **_tamd(node, "shortTermData", "short"),
+            **_tamd(node, "longTermData", "long"),
+        }
+    )
+
+
+def _time_average_broker_data(node: JsonObject, src: DumpSource, cluster: str, out: DumpRows) -> None:
+    """TimeAverageBrokerData (``/loadbalance/broker-time-average/<broker>``) -> one broker_time_average row."""
+    broker = broker_id(node, src, urls=False)
+    ts, _ = snapshot_tick(node, src, None)
+    row: dict[str, Any] = {"cluster": cluster, "ts": ts, "broker": broker}
+    row.update({col: node.num(key) for col, key in TIME_AVERAGE_FIELDS.items()})
+    out.rows[BROKER_TIME_AVERAGE.name].append(row)
+
+
+def _broker_load_data(node: JsonObject, src: DumpSource, cluster: str, out: DumpRows) -> None:
+    """Extensible BrokerLoadData -> one broker_load_data_ext row."""
+    broker = broker_id(node, src, urls=False)
+    updated_at = node.int_("updatedAt", required=False)
+    ts, _ = snapshot_tick(node, src, updated_at)
+    row: dict[str, Any] = {"cluster": cluster, "ts": ts, "broker": broker, **_resources(node)}
+    row.update({col: node.num(key) for col, key in _RATES.items()})
+    row["bundle_count"] = node.int_("bundleCount")
+    row["topics"] = node.int_("topics", required=False)
+    row["max_resource_usage"] = node.num("maxResourceUsage", required=False)
+    row["weighted_max_ema"] = node.num("weightedMaxEMA", required=False)
+    row["msg_throughput_ema"] = node.num("msgThroughputEMA", required=False)
+    row["updated_at"] = _utc(updated_at)
+    row["reported_at"] = _utc(node.int_("reportedAt", required=False))
+    out.rows[BROKER_LOAD_DATA_EXT.name].append(row)
+
+
+def _top_bundles(node: JsonObject, src: DumpSource, cluster: str, out: DumpRows) -> None:
+    """TopBundlesLoadData -> one top_bundles_load_data row per listed bundle (list order kept as ``position``)."""
+    broker = broker_id(node, src, urls=False)
+    ts, _ = snapshot_tick(node, src, None)
+    for i, entry in enumerate(node.objects("topBundlesLoadData")):
+        name = entry.str_("bundleName")
+        assert name is not None
+        stats = entry.obj("stats")
+        assert stats is not None
+        out.rows[TOP_BUNDLES_LOAD_DATA.name].append(
+            {
+                "cluster": cluster,
+                "ts": ts,
+                "broker": broker,
+                "position": i,
+                **_bundle_cols(name),
+                **_bundle_stats(stats),
+            }
+        )
+
+
+_PARSERS = {
+    LOCAL_BROKER_DATA: _local_broker_data,
+    BUNDLE_DATA_KIND: _bundle_data,
+    TIME_AVERAGE_BROKER_DATA: _time_average_broker_data,
+    BROKER_LOAD_DATA: _broker_load_data,
+    TOP_BUNDLES_KIND: _top_bundles,
+}
+
+
+def parse_file(path: Path, root: Path, cluster: str, out: DumpRows) -> None:
+    """Parse one dump file into ``out`` (single object or a map of objects of one type)."""
+    shown = str(path)
+    rel = path.relative_to(root)
+    doc = load_json(path, shown)
+    tag = doc.get("loadReportType") if isinstance(doc, dict) else None
+    if isinstance(tag, str) and tag != LOCAL_BROKER_DATA:
+        raise InvalidInputError(
+            f"{shown}: $.loadReportType: unsupported load report type {tag!r} "
+            "(only the modular LocalBrokerData and the extensible load manager's data are supported)"
+        )
+    kind = detect_kind(doc)
+    if kind is not None:
+        _PARSERS[kind](JsonObject(doc, shown, "$"), DumpSource(shown, rel, root, None), cluster, out)
+        out.reports[kind] += 1
+        return
+    if isinstance(doc, dict) and doc and all(isinstance(v, dict) for v in doc.values()):
+        kinds = {k: detect_kind(v) for k, v in doc.items()}
+        found = set(kinds.values())
+        if len(found) == 1 and None not in found:
+            (kind,) = found
+            assert kind is not None
+            for key in sorted(doc):
+                node = JsonObject(doc[key], shown, child("$", key))
+                _PARSERS[kind](node, DumpSource(shown, rel, root, key), cluster, out)
+                out.reports[kind] += 1
+            return
+        bad = next((k for k in sorted(doc) if kinds[k] is None), None)
+        if bad is not None and len(found) > 1:
+            raise InvalidInputError(f"{shown}: {child('$', bad)}: not a recognised Pulsar load object")
+        if len(found) > 1:
+            raise InvalidInputError(f"{shown}: $: a map mixing {sorted(k for k in found if k)}; use one file per type")
+    raise InvalidInputError(
+        f"{shown}: $: not a recognised Pulsar load dump (expected LocalBrokerData, BundleData, TimeAverageBrokerData, "
+        "BrokerLoadData or TopBundlesLoadData, or an object mapping names to one of them)"
+    )
