@@ -29,12 +29,11 @@ from lbreplay.kernel.load_data import (
     derived_cache,
     invalidate_derived,
     namespace_codes,
-    note_preallocation,
-    preallocation_sums,
 )
 from lbreplay.kernel.modular_load_manager import assign
 from lbreplay.kernel.placement import LeaderState, preallocate_bundle, select_broker
 from lbreplay.kernel.policies import NamespacePolicies
+from lbreplay.kernel.preallocated_bundle_data import note_preallocation, preallocation_sums
 from tests.kernel.placement_fixtures import Br, Bu, World, conf
 
 FULL = "0x00000000_0xffffffff"

@@ -21,8 +21,8 @@ from lbreplay.kernel.load_data import (
     LoadData,
     PreallocationFollower,
     cached,
-    preallocation_sums,
 )
+from lbreplay.kernel.preallocated_bundle_data import preallocation_sums
 from lbreplay.kernel.resource_usage import overload_check_usage
 
 

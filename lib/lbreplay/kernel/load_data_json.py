@@ -123,24 +123,7 @@ def build_load_data(parsed: ParsedLoadData, now_ms: int = 0) -> LoadData:
     names.update(owner_of)
     bundle_names = sorted(names)
 
-    brokers = Brokers.empty(broker_ids)
-    for i, broker in enumerate(broker_ids):
-        d = parsed.brokers[broker].localData
-        for j, r in enumerate(RESOURCES):
-            brokers.usage[i, j] = d.resources[r].usage
-            brokers.limit[i, j] = d.resources[r].limit
-        brokers.msg_rate_in[i] = d.msgRateIn
-        brokers.msg_rate_out[i] = d.msgRateOut
-        brokers.msg_throughput_in[i] = d.msgThroughputIn
-        brokers.msg_throughput_out[i] = d.msgThroughputOut
-        brokers.num_topics[i] = d.numTopics
-        brokers.num_consumers[i] = d.numConsumers
-        brokers.num_producers[i] = d.numProducers
-        brokers.last_update[i] = d.lastUpdate
-        brokers.broker_version[i] = d.brokerVersionString
-        brokers.load_manager_class_name[i] = d.loadManagerClassName
-        brokers.persistent_topics_enabled[i] = d.persistentTopicsEnabled
-        brokers.non_persistent_topics_enabled[i] = d.nonPersistentTopicsEnabled
+    brokers = _broker_rows(parsed, broker_ids)
 
     bundles = Bundles.empty(bundle_names)
     membership = _membership(parsed, broker_ids, bundles) if per_broker else None
@@ -179,6 +162,29 @@ def build_load_data(parsed: ParsedLoadData, now_ms: int = 0) -> LoadData:
             long[row[b]] = t.long
         set_time_average_override(ld, short, long)
     return ld
+
+
+def _broker_rows(parsed: ParsedLoadData, broker_ids: list[str]) -> Brokers:
+    """One ``Brokers`` row per broker id (sorted), from each ``LocalBrokerData``."""
+    brokers = Brokers.empty(broker_ids)
+    for i, broker in enumerate(broker_ids):
+        d = parsed.brokers[broker].localData
+        for j, r in enumerate(RESOURCES):
+            brokers.usage[i, j] = d.resources[r].usage
+            brokers.limit[i, j] = d.resources[r].limit
+        brokers.msg_rate_in[i] = d.msgRateIn
+        brokers.msg_rate_out[i] = d.msgRateOut
+        brokers.msg_throughput_in[i] = d.msgThroughputIn
+        brokers.msg_throughput_out[i] = d.msgThroughputOut
+        brokers.num_topics[i] = d.numTopics
+        brokers.num_consumers[i] = d.numConsumers
+        brokers.num_producers[i] = d.numProducers
+        brokers.last_update[i] = d.lastUpdate
+        brokers.broker_version[i] = d.brokerVersionString
+        brokers.load_manager_class_name[i] = d.loadManagerClassName
+        brokers.persistent_topics_enabled[i] = d.persistentTopicsEnabled
+        brokers.non_persistent_topics_enabled[i] = d.nonPersistentTopicsEnabled
+    return brokers
 
 
 def _set_stats(bundles: Bundles, k: int, s: NamespaceBundleStats) -> None:

@@ -29,11 +29,10 @@ from lbreplay.kernel.load_data import (
     cached,
     derived_cache,
     invalidate_derived,
-    note_preallocation,
-    preallocation_sums,
 )
 from lbreplay.kernel.naming import split_bundle_name
 from lbreplay.kernel.policies import IsolationPolicy, NamespacePolicies
+from lbreplay.kernel.preallocated_bundle_data import note_preallocation, preallocation_sums
 from lbreplay.kernel.resource_usage import overload_check_usage
 from lbreplay.kernel.signatures import same_parameters
 from lbreplay.kernel.strategy import ModularLoadManagerStrategy
