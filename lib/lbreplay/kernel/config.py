@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from lbreplay.errors import InvalidInputError, UsageError
+from lbreplay.kernel.version_profile import ALIASES, line_of
 from lbreplay.paths import CONF_DIR
 
 DEFAULTS_FILE: Path = CONF_DIR / "pulsar" / "defaults.yaml"
@@ -35,7 +36,8 @@ def known_keys() -> dict[str, Any]:
 
 
 def versions() -> list[str]:
-    return list(_defaults_doc()["versions"].keys())
+    """The accepted ``pulsarVersion`` values: the released lines, then the aliases (``4.x``, ``3.x``)."""
+    return list(_defaults_doc()["versions"].keys()) + list(ALIASES)
 
 
 def _coerce(key: str, value: Any, default: Any, path: str) -> Any:
@@ -99,10 +101,10 @@ class PulsarConfig(Mapping[str, Any]):
                 raise UsageError(f"{path}.{raw_key}: unknown config key")
             given[key] = value
         version = str(given.get("pulsarVersion", keys["pulsarVersion"]))
-        if version not in doc["versions"]:
-            raise UsageError(f"{path}.pulsarVersion: unknown version {version!r}; known: {', '.join(doc['versions'])}")
+        if line_of(version) not in doc["versions"]:
+            raise UsageError(f"{path}.pulsarVersion: unknown version {version!r}; known: {', '.join(versions())}")
         values = dict(keys)
-        values.update(doc["versions"][version] or {})
+        values.update(doc["versions"][line_of(version)] or {})
         for key, value in given.items():
             values[key] = _coerce(key, value, keys[key], path)
         values["pulsarVersion"] = version

@@ -1,12 +1,19 @@
 """Version-dependent behaviour of Pulsar's load manager, selected by the ``pulsarVersion`` config key.
 
-Each switch names the Pulsar change that introduced it (PULSAR-LB-SPEC.md §9). Default profile: the
-current 4.x line. Default values of config keys that changed are in ``conf/pulsar/defaults.yaml``.
+``pulsarVersion`` names a released Pulsar line; each line's profile is checked by the differential oracle
+(``tests/pulsar_oracle``) against that line's newest ``pulsar-broker`` jar on Maven Central (the jar per line is in
+``lbreplay.verify.PULSAR_LINES``). Each switch names the Pulsar change that introduced it and the first release
+carrying it (PULSAR-LB-SPEC.md section 9). Default values of config keys that changed are in
+``conf/pulsar/defaults.yaml``.
+
+``ALIASES``: ``"4.x"`` (the default of configs written before the lines were checked) means the newest checked
+4.x line, ``"3.x"`` the newest checked 3.x line. ``"2.9"`` is the one line not checked by the oracle (kept for the
+configs that name it; see the README).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -45,22 +52,47 @@ class VersionProfile:
     # compare equal; the order is not transitive, TimSort may throw "Comparison method violates its general
     # contract!"); master compares with Double.compare. Checked on the 4.0.7 jar.
     avg_shedder_int_comparator: bool = False
+    # [M] BrokerLoadManagerClassFilter in the candidate pipeline of selectBrokerForAssignment (3.0+).
+    broker_class_filter: bool = True
+    # [M] Before loadBalancerDistributeBundlesEvenlyEnabled existed (2.9 line) the even spread always applied.
+    even_spread_always: bool = False
+    # The extensible load manager's TransferShedder is in the jar (org.apache.pulsar.broker.loadbalance.extensions,
+    # complete since 3.0).
+    transfer_shedder_available: bool = True
 
+
+_4_2 = VersionProfile("4.2", False, False, True, True, True, True, False, True, True, True, True)
+_3_3 = VersionProfile("3.3", False, False, True, False, True, True, False, True, False, True, True)
+_2_11 = VersionProfile("2.11", True, True, True, False, False, False, False, False, False, True, False,
+                       broker_class_filter=False, transfer_shedder_available=False)
 
 PROFILES: dict[str, VersionProfile] = {
-    # 4.0.x (checked against the 4.0.7 jar by the differential oracle, tests/pulsar_oracle).
-    "4.0": VersionProfile("4.0", False, False, True, True, True, True, False, True, True, True, True,
-                          uniform_unload_slack=1000, avg_shedder_int_comparator=True),
-    # 4.2.x: the master-branch behaviour of "4.x" (no UniformLoadShedder slack, Double.compare in AvgShedder);
-    # checked against the 4.2.4 jar by the differential oracle.
-    "4.2": VersionProfile("4.2", False, False, True, True, True, True, False, True, True, True, True),
-    "4.x": VersionProfile("4.x", False, False, True, True, True, True, False, True, True, True, True),
-    "3.x": VersionProfile("3.x", False, False, True, False, True, True, False, True, False, True, True),
-    "2.11": VersionProfile("2.11", True, True, True, False, False, False, False, False, False, True, False),
-    "2.10": VersionProfile("2.10", True, True, True, False, False, False, False, False, False, True, False),
-    "2.9": VersionProfile("2.9", True, True, False, False, False, False, True, False, False, False, False),
+    # 5.0.x: checked against the 5.0.0-M1 jar (5.0.1's dependency tree is not on Maven Central).
+    "5.0": replace(_4_2, name="5.0"),
+    # 4.2.x: no UniformLoadShedder slack, Double.compare in AvgShedder; checked against the 4.2.4 jar.
+    "4.2": _4_2,
+    # 4.0.x: checked against the 4.0.7 jar.
+    "4.0": replace(_4_2, name="4.0", uniform_unload_slack=1000, avg_shedder_int_comparator=True),
+    # 3.3.x: checked against the 3.3.6 jar.
+    "3.3": _3_3,
+    # 3.0.x: checked against the 3.0.7 jar (no AvgShedder).
+    "3.0": replace(_3_3, name="3.0", avg_shedder_available=False),
+    # 2.11.x / 2.10.x: checked against the 2.11.0 / 2.10.5 jars (no AvgShedder, no TransferShedder).
+    "2.11": _2_11,
+    "2.10": replace(_2_11, name="2.10"),
+    # 2.9.x: not checked by the oracle.
+    "2.9": VersionProfile("2.9", True, True, False, False, False, False, True, False, False, False, False,
+                          broker_class_filter=False, even_spread_always=True, transfer_shedder_available=False),
 }
+
+# Names kept for configs written before the lines were checked: the newest checked line of that major.
+ALIASES: dict[str, str] = {"4.x": "4.2", "3.x": "3.3"}
+
+
+def line_of(version: str) -> str:
+    """The released line a ``pulsarVersion`` value names (aliases resolved)."""
+    return ALIASES.get(version, version)
 
 
 def profile_for(version: str) -> VersionProfile:
-    return PROFILES[version]
+    return PROFILES[line_of(version)]

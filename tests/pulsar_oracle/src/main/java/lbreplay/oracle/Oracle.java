@@ -77,7 +77,8 @@ public final class Oracle {
         LoadSheddingStrategy shedder;
         ModularLoadManagerStrategy placement;
         BundleSplitterTask splitter;
-        org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder transfer;
+        /** The extensible TransferShedder (typed in Extensible.java, compiled for lines that have it). */
+        Object transfer;
     }
 
     private Oracle() {
@@ -95,6 +96,9 @@ public final class Oracle {
             try {
                 resp = handle((ObjectNode) MAPPER.readTree(line));
             } catch (Throwable t) {
+                if (t instanceof java.lang.reflect.InvocationTargetException ite && ite.getCause() != null) {
+                    t = ite.getCause();
+                }
                 resp = MAPPER.createObjectNode();
                 resp.put("error", t.getClass().getName() + ": " + t.getMessage());
             }
@@ -126,7 +130,11 @@ public final class Oracle {
         Instances inst = seq == null ? new Instances() : SEQUENCES.computeIfAbsent(seq, k -> new Instances());
         if (conf.getLoadManagerClassName().endsWith("ExtensibleLoadManagerImpl")
                 || conf.getLoadBalancerLoadSheddingStrategy().endsWith("TransferShedder")) {
-            Extensible.shed(inst, conf, req, resp);
+            // Extensible.java is compiled only for lines with the extensible load manager (3.0+)
+            Class.forName("lbreplay.oracle.Extensible")
+                    .getDeclaredMethod("shed", Instances.class, ServiceConfiguration.class, JsonNode.class,
+                            ObjectNode.class)
+                    .invoke(null, inst, conf, req, resp);
             return resp;
         }
         LoadData loadData = loadData(req.path("loadData"));
@@ -134,9 +142,9 @@ public final class Oracle {
         long now = req.path("nowMillis").asLong(System.currentTimeMillis());
         // ModularLoadManagerImpl.updateAll -> cleanupDeadBrokersData: onActiveBrokersChange on both strategies.
         Set<String> active = new TreeSet<>(loadData.getBrokerData().keySet());
-        inst.shedder.onActiveBrokersChange(active);
+        onActiveBrokersChange(inst.shedder, active);
         if (inst.placement != inst.shedder) {
-            inst.placement.onActiveBrokersChange(active);
+            onActiveBrokersChange(inst.placement, active);
         }
         JsonNode actions = req.has("actions") && !req.get("actions").isNull() ? req.get("actions")
                 : MAPPER.createArrayNode().add("shed");
@@ -176,14 +184,22 @@ public final class Oracle {
             return bundles;
         }
 
-        @Override
+        /** Overrides LoadData.getBundleDataForLoadShedding (2.11+; absent from 2.10, whose strategies do not call
+         * it): the jar's own filter (SLA / heartbeat / system namespaces as that version has it), then sorted. */
+        @SuppressWarnings("unchecked")
         public Map<String, BundleData> getBundleDataForLoadShedding() {
-            // the jar's own filter (SLA / heartbeat / system namespaces as that version has it), then sorted
             Map<String, BundleData> filtered = new TreeMap<>();
             Map<String, BundleData> all = super.getBundleData();
             all.clear();
             all.putAll(bundles);
-            filtered.putAll(super.getBundleDataForLoadShedding());
+            try {
+                java.lang.invoke.MethodHandle superCall = java.lang.invoke.MethodHandles.lookup().findSpecial(
+                        LoadData.class, "getBundleDataForLoadShedding",
+                        java.lang.invoke.MethodType.methodType(Map.class), SortedLoadData.class);
+                filtered.putAll((Map<String, BundleData>) superCall.invoke(this));
+            } catch (Throwable t) {
+                throw new IllegalStateException(t);
+            }
             return filtered;
         }
     }
@@ -334,22 +350,33 @@ public final class Oracle {
     private static JsonNode splitNamespaces;
     private static PulsarService splitPulsar;
 
-    /** One mocked PulsarService for the split check (mocks are costly to create per line): its configuration and
-     * NamespaceService.getBundleCount answer from the current line. */
+    /** One PulsarService for the split check: its configuration and a mocked NamespaceService whose getBundleCount
+     * answers from the current line's {@code namespaces}. */
     static synchronized PulsarService splitPulsar() throws Exception {
         if (splitPulsar == null) {
-            PulsarService pulsar = Mockito.mock(PulsarService.class);
             NamespaceService ns = Mockito.mock(NamespaceService.class);
-            Mockito.when(pulsar.getConfiguration()).thenAnswer(inv -> splitConf);
-            Mockito.when(pulsar.getNamespaceService()).thenReturn(ns);
             Mockito.when(ns.getBundleCount(Mockito.any(NamespaceName.class))).thenAnswer(inv -> {
                 NamespaceName n = inv.getArgument(0);
                 JsonNode b = splitNamespaces.path(n.toString()).path("boundaries");
                 return b.isArray() ? b.size() - 1 : splitConf.getDefaultNumberOfNamespaceBundles();
             });
-            splitPulsar = pulsar;
+            splitPulsar = pulsarService(ns);
         }
+        writeField(splitPulsar, "config", splitConf);
         return splitPulsar;
+    }
+
+    /**
+     * A PulsarService whose {@code getNamespaceService()} is {@code ns} and whose {@code getConfiguration()} is the
+     * {@code config} field set by the caller: an instance made without running a constructor (Objenesis, as
+     * Mockito makes its mocks), its two fields set by reflection. Not a Mockito mock: Mockito instruments every
+     * method of the class, and on 3.3.6 some signatures name classes of pulsar-opentelemetry, a jar Maven Central
+     * does not serve for that release.
+     */
+    static PulsarService pulsarService(NamespaceService ns) throws Exception {
+        PulsarService pulsar = new org.objenesis.ObjenesisStd().newInstance(PulsarService.class);
+        writeField(pulsar, "nsService", ns);
+        return pulsar;
     }
 
     static void split(Instances inst, ServiceConfiguration conf, LoadData loadData, JsonNode namespaces,
@@ -389,6 +416,18 @@ public final class Oracle {
                 }
             }
         }
+    }
+
+    /** ModularLoadManagerStrategy / LoadSheddingStrategy.onActiveBrokersChange (2.11+); 2.10's strategies have no
+     * such hook (they keep the state of departed brokers). */
+    static void onActiveBrokersChange(Object strategy, Set<String> active) throws Exception {
+        java.lang.reflect.Method m;
+        try {
+            m = strategy.getClass().getMethod("onActiveBrokersChange", Set.class);
+        } catch (NoSuchMethodException e) {
+            return;
+        }
+        m.invoke(strategy, active);
     }
 
     static void writeField(Object o, String name, Object value) throws Exception {
