@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from lbreplay.errors import InvalidInputError, UsageError
-from lbreplay.kernel.version_profile import ALIASES, line_of
+from lbreplay.kernel.version_profile import ALIASES, line_of, profile_for
 from lbreplay.paths import CONF_DIR
 
 DEFAULTS_FILE: Path = CONF_DIR / "pulsar" / "defaults.yaml"
@@ -144,14 +144,18 @@ class PulsarConfig(Mapping[str, Any]):
         return self._values["loadBalancerBrokerOverloadedThresholdPercentage"] / 100.0
 
     def bandwidth_in_weight(self) -> float:
-        """``ServiceConfiguration.getLoadBalancerBandwidthInResourceWeight``: new key if != 1.0, else the old spelling."""
-        new = float(self._values["loadBalancerBandwidthInResourceWeight"])
-        old = float(self._values["loadBalancerBandwithInResourceWeight"])
-        return new if new != 1.0 else (old if old != 1.0 else 1.0)
+        """``ServiceConfiguration.getLoadBalancerBandwidthInResourceWeight``: new key if != 1.0, else the old spelling
+        (PIP-357, 4.0); before 4.0 only ``getLoadBalancerBandwithInResourceWeight`` (the old spelling) exists."""
+        return self._bandwidth_weight("In")
 
     def bandwidth_out_weight(self) -> float:
-        new = float(self._values["loadBalancerBandwidthOutResourceWeight"])
-        old = float(self._values["loadBalancerBandwithOutResourceWeight"])
+        return self._bandwidth_weight("Out")
+
+    def _bandwidth_weight(self, side: str) -> float:
+        old = float(self._values[f"loadBalancerBandwith{side}ResourceWeight"])
+        if not profile_for(str(self._values["pulsarVersion"])).bandwidth_weight_keys_pip357:
+            return old
+        new = float(self._values[f"loadBalancerBandwidth{side}ResourceWeight"])
         return new if new != 1.0 else (old if old != 1.0 else 1.0)
 
     def resource_weights(self) -> tuple[float, float, float, float, float]:

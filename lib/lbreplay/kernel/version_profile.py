@@ -52,6 +52,11 @@ class VersionProfile:
     # compare equal; the order is not transitive, TimSort may throw "Comparison method violates its general
     # contract!"); master compares with Double.compare. Checked on the 4.0.7 jar.
     avg_shedder_int_comparator: bool = False
+    # PIP-357 (apache/pulsar#22824, first in 4.0.0) added the correctly spelled loadBalancerBandwidth{In,Out}
+    # ResourceWeight keys (the new key wins unless it is 1.0, then the old spelling); before, ServiceConfiguration
+    # has only loadBalancerBandwith{In,Out}ResourceWeight and the new spelling is an unknown (ignored) key.
+    # Checked on 3.3.6 (ThresholdShedder.updateAvg, LeastResourceUsageWithWeight, AvgShedder read the old key).
+    bandwidth_weight_keys_pip357: bool = True
     # [M] BrokerLoadManagerClassFilter in the candidate pipeline of selectBrokerForAssignment (3.0+).
     broker_class_filter: bool = True
     # [M] Before loadBalancerDistributeBundlesEvenlyEnabled existed (2.9 line) the even spread always applied.
@@ -62,9 +67,12 @@ class VersionProfile:
 
 
 _4_2 = VersionProfile("4.2", False, False, True, True, True, True, False, True, True, True, True)
-_3_3 = VersionProfile("3.3", False, False, True, False, True, True, False, True, False, True, True)
+# 3.3.6 carries UniformLoadShedder's `+ 1000` and AvgShedder's `(int) (a - b)` as 4.0.x does (the same source).
+_3_3 = VersionProfile("3.3", False, False, True, False, True, True, False, True, False, True, True,
+                      uniform_unload_slack=1000, avg_shedder_int_comparator=True, bandwidth_weight_keys_pip357=False)
 _2_11 = VersionProfile("2.11", True, True, True, False, False, False, False, False, False, True, False,
-                       broker_class_filter=False, transfer_shedder_available=False)
+                       broker_class_filter=False, transfer_shedder_available=False,
+                       bandwidth_weight_keys_pip357=False)
 
 PROFILES: dict[str, VersionProfile] = {
     # 5.0.x: checked against the 5.0.0-M1 jar (5.0.1's dependency tree is not on Maven Central).
@@ -82,7 +90,8 @@ PROFILES: dict[str, VersionProfile] = {
     "2.10": replace(_2_11, name="2.10"),
     # 2.9.x: not checked by the oracle.
     "2.9": VersionProfile("2.9", True, True, False, False, False, False, True, False, False, False, False,
-                          broker_class_filter=False, even_spread_always=True, transfer_shedder_available=False),
+                          broker_class_filter=False, even_spread_always=True, transfer_shedder_available=False,
+                          bandwidth_weight_keys_pip357=False),
 }
 
 # Names kept for configs written before the lines were checked: the newest checked line of that major.
