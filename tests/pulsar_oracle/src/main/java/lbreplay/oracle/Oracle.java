@@ -124,6 +124,10 @@ public final class Oracle {
                     String.valueOf(PulsarService.class.getPackage().getImplementationVersion()));
             return resp;
         }
+        if (req.has("configDefaults")) {
+            configDefaults(oracle.putObject("configDefaults"));
+            return resp;
+        }
         ServiceConfiguration conf = config(req.path("config"));
         JsonNode seqNode = req.get("sequence");
         String seq = seqNode == null || seqNode.isNull() ? null : seqNode.asText();
@@ -225,6 +229,29 @@ public final class Oracle {
         }
         FieldParser.update(props, conf);
         return conf;
+    }
+
+    /** The defaults of this jar's ServiceConfiguration: every field of a fresh instance (keys of broker.conf). */
+    static void configDefaults(ObjectNode out) throws Exception {
+        ServiceConfiguration conf = new ServiceConfiguration();
+        for (Field f : ServiceConfiguration.class.getDeclaredFields()) {
+            if (java.lang.reflect.Modifier.isStatic(f.getModifiers())) {
+                continue;
+            }
+            f.setAccessible(true);
+            Object v = f.get(conf);
+            if (v instanceof Optional<?> opt) {
+                v = opt.orElse(null);
+            }
+            if (v == null) {
+                out.putNull(f.getName());
+            } else if (v instanceof Number || v instanceof Boolean || v instanceof String
+                    || v instanceof Collection<?>) {
+                out.set(f.getName(), MAPPER.valueToTree(v));
+            } else {
+                out.put(f.getName(), String.valueOf(v));
+            }
+        }
     }
 
     static LoadData loadData(JsonNode ld) throws Exception {
