@@ -57,6 +57,9 @@ class VersionProfile:
     # has only loadBalancerBandwith{In,Out}ResourceWeight and the new spelling is an unknown (ignored) key.
     # Checked on 3.3.6 (ThresholdShedder.updateAvg, LeastResourceUsageWithWeight, AvgShedder read the old key).
     bandwidth_weight_keys_pip357: bool = True
+    # TransferShedder.findBundlesForUnloading skips bundles with zero throughput (on the max broker and among the
+    # min broker's swap candidates): apache/pulsar#23626 (Nov 2024), in 3.3.6 / 4.0.x, not in 3.0.7 (checked).
+    transfer_skips_zero_throughput: bool = True
     # [M] BrokerLoadManagerClassFilter in the candidate pipeline of selectBrokerForAssignment (3.0+).
     broker_class_filter: bool = True
     # [M] Before loadBalancerDistributeBundlesEvenlyEnabled existed (2.9 line) the even spread always applied.
@@ -84,7 +87,7 @@ PROFILES: dict[str, VersionProfile] = {
     # 3.3.x: checked against the 3.3.6 jar.
     "3.3": _3_3,
     # 3.0.x: checked against the 3.0.7 jar (no AvgShedder).
-    "3.0": replace(_3_3, name="3.0", avg_shedder_available=False),
+    "3.0": replace(_3_3, name="3.0", avg_shedder_available=False, transfer_skips_zero_throughput=False),
     # 2.11.x / 2.10.x: checked against the 2.11.0 / 2.10.5 jars (no AvgShedder, no TransferShedder).
     "2.11": _2_11,
     "2.10": replace(_2_11, name="2.10"),
