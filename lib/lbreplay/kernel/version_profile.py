@@ -60,6 +60,21 @@ class VersionProfile:
     # TransferShedder.findBundlesForUnloading skips bundles with zero throughput (on the max broker and among the
     # min broker's swap candidates): apache/pulsar#23626 (Nov 2024), in 3.3.6 / 4.0.x, not in 3.0.7 (checked).
     transfer_skips_zero_throughput: bool = True
+    # UniformLoadShedder before apache/pulsar#21025 (merged Aug 2023; in 3.0.2+, backported to 2.11.3 by #21178):
+    # one over/underloaded broker for rate and throughput together (a broker wins when its rate OR throughput
+    # beats the running value) and the gate `rateRequired >= minUnloadMessage || throughputRequired >=
+    # minUnloadMessageThroughput`. Checked on 2.11.0 and 2.10.5.
+    uniform_coupled_extremes: bool = False
+    # UniformLoadShedder of 2.10.x: brokers with at most one bundle are left out of the max/min scan and the unload
+    # percentage and minimums are the constants 0.2 / 1000 / 1 MB (maxUnloadPercentage, minUnloadMessage,
+    # minUnloadMessageThroughput and maxUnloadBundleNumPerShedding are read from 2.11.0 on). Checked on 2.10.5.
+    uniform_2_10_constants: bool = False
+    # LeastResourceUsageWithWeight restarts a broker's EWMA from its current usage when it reports no bundles or
+    # no message rate: apache/pulsar#16766 (merged Jul 2022; in 3.0.0, not in 2.11.0 -- checked on 2.11.0).
+    lruw_idle_restart: bool = True
+    # Placement strategies absent from the line's jar (LeastResourceUsageWithWeight arrived with #16281 in 2.11.0,
+    # RoundRobinBrokerSelector in 3.0.0).
+    absent_strategies: tuple[str, ...] = ()
     # [M] BrokerLoadManagerClassFilter in the candidate pipeline of selectBrokerForAssignment (3.0+).
     broker_class_filter: bool = True
     # [M] Before loadBalancerDistributeBundlesEvenlyEnabled existed (2.9 line) the even spread always applied.
@@ -75,7 +90,8 @@ _3_3 = VersionProfile("3.3", False, False, True, False, True, True, False, True,
                       uniform_unload_slack=1000, avg_shedder_int_comparator=True, bandwidth_weight_keys_pip357=False)
 _2_11 = VersionProfile("2.11", True, True, True, False, False, False, False, False, False, True, False,
                        broker_class_filter=False, transfer_shedder_available=False,
-                       bandwidth_weight_keys_pip357=False)
+                       bandwidth_weight_keys_pip357=False, uniform_coupled_extremes=True, lruw_idle_restart=False,
+                       absent_strategies=("RoundRobinBrokerSelector",))
 
 PROFILES: dict[str, VersionProfile] = {
     # 5.0.x: checked against the 5.0.0-M1 jar (5.0.1's dependency tree is not on Maven Central).
@@ -90,11 +106,13 @@ PROFILES: dict[str, VersionProfile] = {
     "3.0": replace(_3_3, name="3.0", avg_shedder_available=False, transfer_skips_zero_throughput=False),
     # 2.11.x / 2.10.x: checked against the 2.11.0 / 2.10.5 jars (no AvgShedder, no TransferShedder).
     "2.11": _2_11,
-    "2.10": replace(_2_11, name="2.10"),
+    "2.10": replace(_2_11, name="2.10", uniform_2_10_constants=True,
+                    absent_strategies=("RoundRobinBrokerSelector", "LeastResourceUsageWithWeight")),
     # 2.9.x: not checked by the oracle.
     "2.9": VersionProfile("2.9", True, True, False, False, False, False, True, False, False, False, False,
                           broker_class_filter=False, even_spread_always=True, transfer_shedder_available=False,
-                          bandwidth_weight_keys_pip357=False),
+                          bandwidth_weight_keys_pip357=False,
+                          absent_strategies=("RoundRobinBrokerSelector", "LeastResourceUsageWithWeight")),
 }
 
 # Names kept for configs written before the lines were checked: the newest checked line of that major.

@@ -411,12 +411,22 @@ public final class Oracle {
         splitConf = conf;
         splitNamespaces = namespaces;
         PulsarService pulsar = splitPulsar();
-        Map<String, String> chosen = inst.splitter.findBundlesToSplit(loadData, pulsar);
+        // 3.0+: Map<bundle, broker>; up to 2.11: Set<bundle> (no broker: answered as null)
+        Object chosen = BundleSplitterTask.class.getMethod("findBundlesToSplit", LoadData.class, PulsarService.class)
+                .invoke(inst.splitter, loadData, pulsar);
         ArrayNode split = (ArrayNode) resp.get("split");
-        for (Map.Entry<String, String> e : new TreeMap<>(chosen).entrySet()) {
-            ObjectNode s = split.addObject();
-            s.put("broker", e.getValue());
-            s.put("bundle", e.getKey());
+        if (chosen instanceof Map<?, ?> m) {
+            for (Map.Entry<?, ?> e : new TreeMap<>(m).entrySet()) {
+                ObjectNode s = split.addObject();
+                s.put("broker", String.valueOf(e.getValue()));
+                s.put("bundle", String.valueOf(e.getKey()));
+            }
+        } else {
+            for (Object bundle : new TreeSet<>((Collection<?>) chosen)) {
+                ObjectNode s = split.addObject();
+                s.putNull("broker");
+                s.put("bundle", String.valueOf(bundle));
+            }
         }
     }
 
