@@ -75,6 +75,9 @@ class VersionProfile:
     # Placement strategies absent from the line's jar (LeastResourceUsageWithWeight arrived with #16281 in 2.11.0,
     # RoundRobinBrokerSelector in 3.0.0).
     absent_strategies: tuple[str, ...] = ()
+    # ThresholdShedder's lowerBoundarySheddingEnabled pass (tryLowerBoundaryShedding, which advances the EWMA a
+    # second time that tick): apache/pulsar#17456, first in 2.11.0; 2.10.x ignores the key (checked on 2.10.5).
+    threshold_lower_boundary: bool = True
     # [M] BrokerLoadManagerClassFilter in the candidate pipeline of selectBrokerForAssignment (3.0+).
     broker_class_filter: bool = True
     # [M] Before loadBalancerDistributeBundlesEvenlyEnabled existed (2.9 line) the even spread always applied.
@@ -106,12 +109,12 @@ PROFILES: dict[str, VersionProfile] = {
     "3.0": replace(_3_3, name="3.0", avg_shedder_available=False, transfer_skips_zero_throughput=False),
     # 2.11.x / 2.10.x: checked against the 2.11.0 / 2.10.5 jars (no AvgShedder, no TransferShedder).
     "2.11": _2_11,
-    "2.10": replace(_2_11, name="2.10", uniform_2_10_constants=True,
+    "2.10": replace(_2_11, name="2.10", uniform_2_10_constants=True, threshold_lower_boundary=False,
                     absent_strategies=("RoundRobinBrokerSelector", "LeastResourceUsageWithWeight")),
     # 2.9.x: not checked by the oracle.
     "2.9": VersionProfile("2.9", True, True, False, False, False, False, True, False, False, False, False,
                           broker_class_filter=False, even_spread_always=True, transfer_shedder_available=False,
-                          bandwidth_weight_keys_pip357=False,
+                          bandwidth_weight_keys_pip357=False, threshold_lower_boundary=False,
                           absent_strategies=("RoundRobinBrokerSelector", "LeastResourceUsageWithWeight")),
 }
 

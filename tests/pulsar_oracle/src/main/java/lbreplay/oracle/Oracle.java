@@ -31,10 +31,11 @@ import org.apache.pulsar.broker.namespace.NamespaceService;
 import org.apache.pulsar.common.naming.NamespaceName;
 import org.apache.pulsar.common.util.FieldParser;
 import org.apache.pulsar.common.util.ObjectMapperFactory;
-import org.apache.pulsar.policies.data.loadbalancer.BrokerData;
-import org.apache.pulsar.policies.data.loadbalancer.BundleData;
 import org.apache.pulsar.policies.data.loadbalancer.LocalBrokerData;
-import org.apache.pulsar.policies.data.loadbalancer.TimeAverageBrokerData;
+// BrokerData, BundleData, TimeAverageBrokerData: org.apache.pulsar.broker up to 2.10, then
+// org.apache.pulsar.policies.data.loadbalancer (on-demand imports: each jar has them in one of the two)
+import org.apache.pulsar.broker.*;
+import org.apache.pulsar.policies.data.loadbalancer.*;
 import org.mockito.Mockito;
 
 /**
@@ -291,10 +292,18 @@ public final class Oracle {
     /** ModularLoadManagerImpl.initialize: a placement strategy that is also a shedding strategy (AvgShedder) is
      * the same instance for both. An instance is kept while the configured class stays the same. */
     static void instantiate(Instances inst, ServiceConfiguration conf) throws Exception {
-        String place = conf.getLoadBalancerLoadPlacementStrategy();
+        // loadBalancerLoadPlacementStrategy exists since 2.11 (#16281); 2.10 always places with
+        // LeastLongTermMessageRate. ModularLoadManagerStrategy.create(conf) is how ModularLoadManagerImpl makes it.
+        String place;
+        try {
+            place = String.valueOf(ServiceConfiguration.class.getMethod("getLoadBalancerLoadPlacementStrategy")
+                    .invoke(conf));
+        } catch (NoSuchMethodException e) {
+            place = "org.apache.pulsar.broker.loadbalance.impl.LeastLongTermMessageRate";
+        }
         String shed = conf.getLoadBalancerLoadSheddingStrategy();
         if (!place.equals(inst.placeClass)) {
-            inst.placement = (ModularLoadManagerStrategy) Class.forName(place).getDeclaredConstructor().newInstance();
+            inst.placement = ModularLoadManagerStrategy.create(conf);
             inst.placeClass = place;
             inst.shedClass = null;
         }
