@@ -27,8 +27,8 @@ from lbreplay.verify.cases import IMPL, NOW, STRATEGIES, Case, Generator
 from lbreplay.verify.kernel_answer import compare, kernel_answer
 from lbreplay.verify.oracle_process import Oracle, OracleError, build_oracle
 
-__all__ = ["IMPL", "NOT_IN_LINE", "NOW", "PULSAR_LINES", "line_strategies", "STRATEGIES", "Case", "Generator", "Oracle", "OracleError", "build_oracle",
-           "compare", "kernel_answer", "run_case", "verify", "verify_command"]
+__all__ = ["IMPL", "NOT_IN_LINE", "NOW", "PULSAR_LINES", "STRATEGIES", "Case", "Generator", "Oracle", "OracleError",
+           "build_oracle", "compare", "kernel_answer", "line_strategies", "run_case", "verify", "verify_command"]
 
 # Pulsar line -> (newest jar checked, lbreplay profile name, JDK major the jar needs). The jar is the line's newest
 # pulsar-broker on Maven Central whose dependency tree resolves there (README "Proof against Pulsar's own classes").
