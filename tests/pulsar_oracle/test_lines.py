@@ -12,7 +12,7 @@ import pytest
 from lbreplay.kernel.config import PulsarConfig
 from lbreplay.verify import NOT_IN_LINE, PULSAR_LINES, STRATEGIES, Oracle, OracleError, line_strategies, verify
 
-CASES = 40
+CASES = 30
 LINES = [line for line in PULSAR_LINES if line != "4.0"]
 
 
