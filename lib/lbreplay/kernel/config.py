@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from lbreplay.errors import InvalidInputError, UsageError
+from lbreplay.kernel.version_profile import ALIASES, line_of, profile_for
 from lbreplay.paths import CONF_DIR
 
 DEFAULTS_FILE: Path = CONF_DIR / "pulsar" / "defaults.yaml"
@@ -35,7 +36,8 @@ def known_keys() -> dict[str, Any]:
 
 
 def versions() -> list[str]:
-    return list(_defaults_doc()["versions"].keys())
+    """The accepted ``pulsarVersion`` values: the released lines, then the aliases (``4.x``, ``3.x``)."""
+    return list(_defaults_doc()["versions"].keys()) + list(ALIASES)
 
 
 def _coerce(key: str, value: Any, default: Any, path: str) -> Any:
@@ -99,10 +101,10 @@ class PulsarConfig(Mapping[str, Any]):
                 raise UsageError(f"{path}.{raw_key}: unknown config key")
             given[key] = value
         version = str(given.get("pulsarVersion", keys["pulsarVersion"]))
-        if version not in doc["versions"]:
-            raise UsageError(f"{path}.pulsarVersion: unknown version {version!r}; known: {', '.join(doc['versions'])}")
+        if line_of(version) not in doc["versions"]:
+            raise UsageError(f"{path}.pulsarVersion: unknown version {version!r}; known: {', '.join(versions())}")
         values = dict(keys)
-        values.update(doc["versions"][version] or {})
+        values.update(doc["versions"][line_of(version)] or {})
         for key, value in given.items():
             values[key] = _coerce(key, value, keys[key], path)
         values["pulsarVersion"] = version
@@ -142,14 +144,18 @@ class PulsarConfig(Mapping[str, Any]):
         return self._values["loadBalancerBrokerOverloadedThresholdPercentage"] / 100.0
 
     def bandwidth_in_weight(self) -> float:
-        """``ServiceConfiguration.getLoadBalancerBandwidthInResourceWeight``: new key if != 1.0, else the old spelling."""
-        new = float(self._values["loadBalancerBandwidthInResourceWeight"])
-        old = float(self._values["loadBalancerBandwithInResourceWeight"])
-        return new if new != 1.0 else (old if old != 1.0 else 1.0)
+        """``ServiceConfiguration.getLoadBalancerBandwidthInResourceWeight``: new key if != 1.0, else the old spelling
+        (PIP-357, 4.0); before 4.0 only ``getLoadBalancerBandwithInResourceWeight`` (the old spelling) exists."""
+        return self._bandwidth_weight("In")
 
     def bandwidth_out_weight(self) -> float:
-        new = float(self._values["loadBalancerBandwidthOutResourceWeight"])
-        old = float(self._values["loadBalancerBandwithOutResourceWeight"])
+        return self._bandwidth_weight("Out")
+
+    def _bandwidth_weight(self, side: str) -> float:
+        old = float(self._values[f"loadBalancerBandwith{side}ResourceWeight"])
+        if not profile_for(str(self._values["pulsarVersion"])).bandwidth_weight_keys_pip357:
+            return old
+        new = float(self._values[f"loadBalancerBandwidth{side}ResourceWeight"])
         return new if new != 1.0 else (old if old != 1.0 else 1.0)
 
     def resource_weights(self) -> tuple[float, float, float, float, float]:

@@ -17,6 +17,7 @@ import numpy as np
 from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.load_data import LoadData, cached
 from lbreplay.kernel.resource_usage import weighted_max_usage
+from lbreplay.kernel.version_profile import profile_for
 
 MAX_RESOURCE_USAGE = 1.0  # LeastResourceUsageWithWeight.MAX_RESOURCE_USAGE (getOrDefault for unknown brokers)
 
@@ -36,6 +37,8 @@ class LeastResourceUsageWithWeight:
         usage = usage[rows].tolist()  # per row, as computed for the row alone
         bundles = cached(ld, "bundle", "bundle_count", ld.bundle_count)[rows]
         idle = ((bundles == 0) | ((br.msg_rate_in[rows] == 0) & (br.msg_rate_out[rows] == 0))).tolist()
+        if not profile_for(conf["pulsarVersion"]).lruw_idle_restart:  # before apache/pulsar#16766 (2.11.0)
+            idle = [False] * len(idle)
         ids, ema = br.ids, self.ema
         out = []
         for k, row in enumerate(rows.tolist()):

@@ -39,10 +39,6 @@ from lbreplay.kernel.strategy import ModularLoadManagerStrategy
 from lbreplay.kernel.version_profile import profile_for
 
 SYSTEM_NAMESPACE = "pulsar/system"  # NamespaceName.SYSTEM_NAMESPACE
-# BrokerLoadManagerClassFilter is in the filter pipeline since 3.0 (next to BrokerVersionFilter).
-_CLASS_FILTER_PROFILES = frozenset({"3.x", "4.x"})
-# Before loadBalancerDistributeBundlesEvenlyEnabled existed (2.9 line) the even spread was always applied.
-_EVEN_SPREAD_ALWAYS_PROFILES = frozenset({"2.9"})
 
 
 
@@ -224,10 +220,10 @@ class Selection:
         profile = profile_for(conf["pulsarVersion"])
         self.max_topics = int(conf["loadBalancerBrokerMaxTopics"])
         self.even = bool(conf["loadBalancerDistributeBundlesEvenlyEnabled"]) or (
-            profile.name in _EVEN_SPREAD_ALWAYS_PROFILES
+            profile.even_spread_always
         )
         # broker_load_manager_class_filter (3.x+); None when it keeps every broker
-        same = _same_class(ld, conf) if profile.name in _CLASS_FILTER_PROFILES else None
+        same = _same_class(ld, conf) if profile.broker_class_filter else None
         self.same_class = None if same is None or same.all() else same
         self.prefer_later = bool(conf["preferLaterVersions"])
         self.threshold = conf.overload_threshold

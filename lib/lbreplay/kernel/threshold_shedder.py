@@ -116,7 +116,8 @@ class ThresholdShedder(ShedderReport):
                 "brokerThroughput": float(throughput[i]),
             }
             out.extend(self._unloads(ld, i, picked, vals, REASON, details))
-        if not out and conf["lowerBoundarySheddingEnabled"]:
+        lower_boundary = profile_for(conf["pulsarVersion"]).threshold_lower_boundary  # #17456 (2.11.0)
+        if not out and conf["lowerBoundarySheddingEnabled"] and lower_boundary:
             out = self._try_lower_boundary_shedding(ld, usage, conf, threshold, min_throughput, at_least_one, skip)
         return self._finish(out, skip)
 

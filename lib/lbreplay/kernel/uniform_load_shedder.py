@@ -63,8 +63,11 @@ class UniformLoadShedder(StatelessShedder):
         if len(ld.brokers) == 0:
             skip.note("NoBrokers")
             return self._finish([], skip)
-        if profile_for(conf["pulsarVersion"]).uniform_legacy:
+        prof = profile_for(conf["pulsarVersion"])
+        if prof.uniform_legacy:
             out = self._legacy(ld, conf, skip)
+        elif prof.uniform_coupled_extremes:
+            out = self._coupled(ld, conf, skip)
         else:
             out = self._current(ld, conf, skip)
         return self._finish(out, skip)
@@ -113,6 +116,60 @@ class UniformLoadShedder(StatelessShedder):
             vals, required, int_need=True, slack=slack, limit=int(conf["maxUnloadBundleNumPerShedding"])
         )
         return self._unloads(ld, src, rows, vals, picked, reason, gap, required, skip)
+
+    # --- before apache/pulsar#21025 (2.10.x, 2.11.0-2.11.2, 3.0.0-3.0.1) -----------------------------
+    def _coupled(self, ld: LoadData, conf: PulsarConfig, skip: SkipReasons) -> list[Unload]:
+        """One overloaded broker, taken when its rate OR its throughput beats the running max (both values then
+        read from it), likewise one underloaded broker; both requirements are computed and the gate is
+        ``rateRequired >= minUnloadMessage || throughputRequired >= minUnloadMessageThroughput``; the rate path
+        compares ``value <= required + 1000``, the throughput path has no slack (UniformLoadShedder of 2.11.0).
+        ``uniform_2_10_constants``: brokers owning at most one bundle are left out of the max/min scan and the
+        percentage / gates are the constants 0.2, 1000 msg/s and 1 MB/s with no count limit (2.10.5)."""
+        b = ld.brokers
+        counts = ld.bundle_count()
+        constants = profile_for(conf["pulsarVersion"]).uniform_2_10_constants
+        rate = b.msg_rate.tolist()
+        thr = b.msg_throughput.tolist()
+        over, max_rate, max_thr = -1, -1.0, -1.0
+        min_rate, min_thr = float(INT_MAX), float(INT_MAX)
+        for i in range(len(b)):  # coupled running max/min: inherently sequential
+            if constants and counts[i] <= 1:
+                continue
+            if rate[i] > max_rate or thr[i] > max_thr:
+                over, max_rate, max_thr = i, rate[i], thr[i]
+            if rate[i] < min_rate or thr[i] < min_thr:
+                min_rate, min_thr = rate[i], thr[i]
+        if -EPS <= min_rate <= EPS:
+            min_rate = 1.0
+        if -EPS <= min_thr <= EPS:
+            min_thr = 1.0
+        rate_hit, thr_hit = self._differences(conf, max_rate, min_rate, max_thr, min_thr)
+        if not (rate_hit or thr_hit) or over < 0:
+            skip.note("Balanced")
+            return []
+        if constants:
+            pct, min_msg, min_thr_gate, limit = 0.2, 1000, 1024 * 1024, -1
+        else:
+            pct, min_msg = float(conf["maxUnloadPercentage"]), int(conf["minUnloadMessage"])
+            min_thr_gate, limit = int(conf["minUnloadMessageThroughput"]), int(conf["maxUnloadBundleNumPerShedding"])
+        rate_required = java_int((max_rate - min_rate) * pct)
+        thr_required = java_int((max_thr - min_thr) * pct)
+        if counts[over] <= 1:
+            skip.note("SoleBundle")
+            return []
+        if not (rate_required >= min_msg or thr_required >= min_thr_gate):
+            skip.note("MinUnload")
+            return []
+        if rate_hit:
+            gap, required, values, slack, reason = (max_rate - min_rate, rate_required, short_term_msg_rate(ld),
+                                                    LEGACY_RATE_DELTA, RATE_REASON)
+        else:
+            gap, required, values, slack, reason = (max_thr - min_thr, thr_required, short_term_throughput(ld), 0,
+                                                    THROUGHPUT_REASON)
+        self._stats["required"] = required
+        rows, vals = ranked_candidates(ld, over, values)
+        picked, _ = select_fitting(vals, required, int_need=True, slack=slack, limit=limit)
+        return self._unloads(ld, over, rows, vals, picked, reason, gap, required, skip)
 
     # --- 2.9-era source ---------------------------------------------------------------------------
     def _legacy(self, ld: LoadData, conf: PulsarConfig, skip: SkipReasons) -> list[Unload]:

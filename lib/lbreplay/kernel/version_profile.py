@@ -1,12 +1,19 @@
 """Version-dependent behaviour of Pulsar's load manager, selected by the ``pulsarVersion`` config key.
 
-Each switch names the Pulsar change that introduced it (PULSAR-LB-SPEC.md §9). Default profile: the
-current 4.x line. Default values of config keys that changed are in ``conf/pulsar/defaults.yaml``.
+``pulsarVersion`` names a released Pulsar line; each line's profile is checked by the differential oracle
+(``tests/pulsar_oracle``) against that line's newest ``pulsar-broker`` jar on Maven Central (the jar per line is in
+``lbreplay.verify.PULSAR_LINES``). Each switch names the Pulsar change that introduced it and the first release
+carrying it (PULSAR-LB-SPEC.md section 9). Default values of config keys that changed are in
+``conf/pulsar/defaults.yaml``.
+
+``ALIASES``: ``"4.x"`` (the default of configs written before the lines were checked) means the newest checked
+4.x line, ``"3.x"`` the newest checked 3.x line. ``"2.9"`` is the one line not checked by the oracle (kept for the
+configs that name it; see the README).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -45,22 +52,80 @@ class VersionProfile:
     # compare equal; the order is not transitive, TimSort may throw "Comparison method violates its general
     # contract!"); master compares with Double.compare. Checked on the 4.0.7 jar.
     avg_shedder_int_comparator: bool = False
+    # PIP-357 (apache/pulsar#22824, first in 4.0.0) added the correctly spelled loadBalancerBandwidth{In,Out}
+    # ResourceWeight keys (the new key wins unless it is 1.0, then the old spelling); before, ServiceConfiguration
+    # has only loadBalancerBandwith{In,Out}ResourceWeight and the new spelling is an unknown (ignored) key.
+    # Checked on 3.3.6 (ThresholdShedder.updateAvg, LeastResourceUsageWithWeight, AvgShedder read the old key).
+    bandwidth_weight_keys_pip357: bool = True
+    # TransferShedder.findBundlesForUnloading skips bundles with zero throughput (on the max broker and among the
+    # min broker's swap candidates): apache/pulsar#23626 (Nov 2024), in 3.3.6 / 4.0.x, not in 3.0.7 (checked).
+    transfer_skips_zero_throughput: bool = True
+    # UniformLoadShedder before apache/pulsar#21025 (merged Aug 2023; in 3.0.2+, backported to 2.11.3 by #21178):
+    # one over/underloaded broker for rate and throughput together (a broker wins when its rate OR throughput
+    # beats the running value) and the gate `rateRequired >= minUnloadMessage || throughputRequired >=
+    # minUnloadMessageThroughput`. Checked on 2.11.0 and 2.10.5.
+    uniform_coupled_extremes: bool = False
+    # UniformLoadShedder of 2.10.x: brokers with at most one bundle are left out of the max/min scan and the unload
+    # percentage and minimums are the constants 0.2 / 1000 / 1 MB (maxUnloadPercentage, minUnloadMessage,
+    # minUnloadMessageThroughput and maxUnloadBundleNumPerShedding are read from 2.11.0 on). Checked on 2.10.5.
+    uniform_2_10_constants: bool = False
+    # LeastResourceUsageWithWeight restarts a broker's EWMA from its current usage when it reports no bundles or
+    # no message rate: apache/pulsar#16766 (merged Jul 2022; in 3.0.0, not in 2.11.0 -- checked on 2.11.0).
+    lruw_idle_restart: bool = True
+    # Placement strategies absent from the line's jar (LeastResourceUsageWithWeight arrived with #16281 in 2.11.0,
+    # RoundRobinBrokerSelector in 3.0.0).
+    absent_strategies: tuple[str, ...] = ()
+    # ThresholdShedder's lowerBoundarySheddingEnabled pass (tryLowerBoundaryShedding, which advances the EWMA a
+    # second time that tick): apache/pulsar#17456, first in 2.11.0; 2.10.x ignores the key (checked on 2.10.5).
+    threshold_lower_boundary: bool = True
+    # [M] BrokerLoadManagerClassFilter in the candidate pipeline of selectBrokerForAssignment (3.0+).
+    broker_class_filter: bool = True
+    # [M] Before loadBalancerDistributeBundlesEvenlyEnabled existed (2.9 line) the even spread always applied.
+    even_spread_always: bool = False
+    # The extensible load manager's TransferShedder is in the jar (org.apache.pulsar.broker.loadbalance.extensions,
+    # complete since 3.0).
+    transfer_shedder_available: bool = True
 
+
+_4_2 = VersionProfile("4.2", False, False, True, True, True, True, False, True, True, True, True)
+# 3.3.6 carries UniformLoadShedder's `+ 1000` and AvgShedder's `(int) (a - b)` as 4.0.x does (the same source).
+_3_3 = VersionProfile("3.3", False, False, True, False, True, True, False, True, False, True, True,
+                      uniform_unload_slack=1000, avg_shedder_int_comparator=True, bandwidth_weight_keys_pip357=False)
+_2_11 = VersionProfile("2.11", True, True, True, False, False, False, False, False, False, True, False,
+                       broker_class_filter=False, transfer_shedder_available=False,
+                       bandwidth_weight_keys_pip357=False, uniform_coupled_extremes=True, lruw_idle_restart=False,
+                       absent_strategies=("RoundRobinBrokerSelector",))
 
 PROFILES: dict[str, VersionProfile] = {
-    # 4.0.x (checked against the 4.0.7 jar by the differential oracle, tests/pulsar_oracle).
-    "4.0": VersionProfile("4.0", False, False, True, True, True, True, False, True, True, True, True,
-                          uniform_unload_slack=1000, avg_shedder_int_comparator=True),
-    # 4.2.x: the master-branch behaviour of "4.x" (no UniformLoadShedder slack, Double.compare in AvgShedder);
-    # checked against the 4.2.4 jar by the differential oracle.
-    "4.2": VersionProfile("4.2", False, False, True, True, True, True, False, True, True, True, True),
-    "4.x": VersionProfile("4.x", False, False, True, True, True, True, False, True, True, True, True),
-    "3.x": VersionProfile("3.x", False, False, True, False, True, True, False, True, False, True, True),
-    "2.11": VersionProfile("2.11", True, True, True, False, False, False, False, False, False, True, False),
-    "2.10": VersionProfile("2.10", True, True, True, False, False, False, False, False, False, True, False),
-    "2.9": VersionProfile("2.9", True, True, False, False, False, False, True, False, False, False, False),
+    # 5.0.x: checked against the 5.0.0-M1 jar (5.0.1's dependency tree is not on Maven Central).
+    "5.0": replace(_4_2, name="5.0"),
+    # 4.2.x: no UniformLoadShedder slack, Double.compare in AvgShedder; checked against the 4.2.4 jar.
+    "4.2": _4_2,
+    # 4.0.x: checked against the 4.0.7 jar.
+    "4.0": replace(_4_2, name="4.0", uniform_unload_slack=1000, avg_shedder_int_comparator=True),
+    # 3.3.x: checked against the 3.3.6 jar.
+    "3.3": _3_3,
+    # 3.0.x: checked against the 3.0.7 jar (no AvgShedder).
+    "3.0": replace(_3_3, name="3.0", avg_shedder_available=False, transfer_skips_zero_throughput=False),
+    # 2.11.x / 2.10.x: checked against the 2.11.0 / 2.10.5 jars (no AvgShedder, no TransferShedder).
+    "2.11": _2_11,
+    "2.10": replace(_2_11, name="2.10", uniform_2_10_constants=True, threshold_lower_boundary=False,
+                    absent_strategies=("RoundRobinBrokerSelector", "LeastResourceUsageWithWeight")),
+    # 2.9.x: not checked by the oracle.
+    "2.9": VersionProfile("2.9", True, True, False, False, False, False, True, False, False, False, False,
+                          broker_class_filter=False, even_spread_always=True, transfer_shedder_available=False,
+                          bandwidth_weight_keys_pip357=False, threshold_lower_boundary=False,
+                          absent_strategies=("RoundRobinBrokerSelector", "LeastResourceUsageWithWeight")),
 }
+
+# Names kept for configs written before the lines were checked: the newest checked line of that major.
+ALIASES: dict[str, str] = {"4.x": "4.2", "3.x": "3.3"}
+
+
+def line_of(version: str) -> str:
+    """The released line a ``pulsarVersion`` value names (aliases resolved)."""
+    return ALIASES.get(version, version)
 
 
 def profile_for(version: str) -> VersionProfile:
-    return PROFILES[version]
+    return PROFILES[line_of(version)]

@@ -45,9 +45,10 @@ def _java_major(java: str) -> int:
     return 0
 
 
-def build_oracle(version: str, java_major: int = 17, quiet: bool = True) -> tuple[str, dict[str, str]]:
+def build_oracle(version: str, java_major: int = 17, extensible: bool = True) -> tuple[str, dict[str, str]]:
     """Build the oracle against ``pulsar-broker:<version>`` if not built yet (cached under ``target/``);
-    return (classpath, environment for ``java``)."""
+    return (classpath, environment for ``java``). ``extensible=False`` leaves out ``Extensible.java`` (lines
+    before 3.0 have no complete extensible load manager)."""
     out = ORACLE_DIR / "target" / f"pulsar-{version}"
     classes, cp_file = out / "classes", out / "classpath.txt"
     env = dict(os.environ)
@@ -64,6 +65,8 @@ def build_oracle(version: str, java_major: int = 17, quiet: bool = True) -> tupl
             raise OracleError("verify: Maven (mvn) is needed to build the Pulsar oracle; install it (apt-get install maven)")
         cmd = [mvn, "-B", "-q", "-f", str(ORACLE_DIR / "pom.xml"), f"-Dpulsar.version={version}",
                f"-Djava.release={java_major}", "package"]
+        if not extensible:
+            cmd.insert(-1, "-Doracle.excludes=lbreplay/oracle/Extensible.java")
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
         if proc.returncode != 0:
             tail = " ".join((proc.stdout + proc.stderr).split()[-60:])
@@ -74,8 +77,8 @@ def build_oracle(version: str, java_major: int = 17, quiet: bool = True) -> tupl
 class Oracle:
     """One JVM running ``lbreplay.oracle.Oracle``: one request line in, one answer line out."""
 
-    def __init__(self, version: str, java_major: int = 17) -> None:
-        cp, env = build_oracle(version, java_major)
+    def __init__(self, version: str, java_major: int = 17, extensible: bool = True) -> None:
+        cp, env = build_oracle(version, java_major, extensible)
         java = str(Path(env["JAVA_HOME"]) / "bin" / "java") if env.get("JAVA_HOME") else "java"
         self.proc = subprocess.Popen(
             [java, "-Xss8m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", cp, "lbreplay.oracle.Oracle"],

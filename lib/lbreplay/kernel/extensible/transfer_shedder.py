@@ -191,6 +191,7 @@ class TransferShedder:
         debug = bool(conf["loadBalancerDebugModeEnabled"])
         count_gain = debug or not self.swap_gain_only_in_debug
         scaled = profile_for(conf["pulsarVersion"]).transfer_target_scaled
+        skip_zero = profile_for(conf["pulsarVersion"]).transfer_skips_zero_throughput
         mult = min(0.5, max(0.0, target_std / 2.0))
 
         def underloaded(i: int) -> bool:
@@ -263,7 +264,7 @@ class TransferShedder:
                 if remaining <= 1:
                     break
                 t = float(top_thr[e])
-                if t == 0:
+                if t == 0 and skip_zero:
                     continue
                 swap = False
                 swaps: list[int] = []
@@ -276,7 +277,7 @@ class TransferShedder:
                             if not is_transferable(ctx, conf, top.names[f], mn, mx):
                                 continue
                             ft = float(top_thr[f])
-                            if ft == 0:
+                            if ft == 0 and skip_zero:
                                 continue
                             if new_max + ft < max_thr and new_min - ft < max_thr:
                                 swaps.append(f)

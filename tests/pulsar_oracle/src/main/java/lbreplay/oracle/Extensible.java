@@ -112,30 +112,31 @@ final class Extensible {
             default -> null;
         });
 
-        if (inst.transfer == null) {
+        TransferShedder transfer = (TransferShedder) inst.transfer;
+        if (transfer == null) {
             // the namespace-bundle lookup of the policies check answers with one mock bundle (no policies)
-            PulsarService pulsar = Mockito.mock(PulsarService.class);
-            Mockito.when(pulsar.getConfiguration()).thenReturn(conf);
             org.apache.pulsar.broker.namespace.NamespaceService ns =
                     Mockito.mock(org.apache.pulsar.broker.namespace.NamespaceService.class);
+            PulsarService pulsar = Oracle.pulsarService(ns);
+            Oracle.writeField(pulsar, "config", conf);
             org.apache.pulsar.common.naming.NamespaceBundleFactory factory =
                     Mockito.mock(org.apache.pulsar.common.naming.NamespaceBundleFactory.class);
             org.apache.pulsar.common.naming.NamespaceBundle bundle =
                     Mockito.mock(org.apache.pulsar.common.naming.NamespaceBundle.class);
-            Mockito.when(pulsar.getNamespaceService()).thenReturn(ns);
             Mockito.when(ns.getNamespaceBundleFactory()).thenReturn(factory);
             Mockito.when(factory.getBundle(Mockito.anyString(), Mockito.anyString())).thenReturn(bundle);
             IsolationPoliciesHelper iso = Mockito.mock(IsolationPoliciesHelper.class);
             AntiAffinityGroupPolicyHelper aa = Mockito.mock(AntiAffinityGroupPolicyHelper.class);
             // TransferShedderTest's wiring without a running broker: the counter constructor, then the collaborators
             // the 5-argument constructor would take from the broker (no filters, no policies).
-            inst.transfer = new TransferShedder(new UnloadCounter());
-            Oracle.writeField(inst.transfer, "pulsar", pulsar);
-            Oracle.writeField(inst.transfer, "isolationPoliciesHelper", iso);
-            Oracle.writeField(inst.transfer, "antiAffinityGroupPolicyHelper", aa);
-            Oracle.writeField(inst.transfer, "brokerFilterPipeline", new ArrayList<>());
-            if (Oracle.readField(inst.transfer, "decisionCache") == null) {
-                Oracle.writeField(inst.transfer, "decisionCache", new java.util.HashSet<>());
+            transfer = new TransferShedder(new UnloadCounter());
+            inst.transfer = transfer;
+            Oracle.writeField(transfer, "pulsar", pulsar);
+            Oracle.writeField(transfer, "isolationPoliciesHelper", iso);
+            Oracle.writeField(transfer, "antiAffinityGroupPolicyHelper", aa);
+            Oracle.writeField(transfer, "brokerFilterPipeline", new ArrayList<>());
+            if (Oracle.readField(transfer, "decisionCache") == null) {
+                Oracle.writeField(transfer, "decisionCache", new java.util.HashSet<>());
             }
         }
         ServiceUnitStateChannel channel = proxy(ServiceUnitStateChannel.class, (method, args) -> {
@@ -148,12 +149,12 @@ final class Extensible {
             JsonNode o = owners.get(String.valueOf(args[0]));
             return o != null && String.valueOf(args[1]).equals(o.asText());
         });
-        Oracle.writeField(inst.transfer, "channel", channel);
+        Oracle.writeField(transfer, "channel", channel);
 
         // the counter keeps the last computed figures: mark them unset so only this call's figures are reported
-        Oracle.writeField(inst.transfer.getCounter(), "loadAvg", Double.NaN);
-        Oracle.writeField(inst.transfer.getCounter(), "loadStd", Double.NaN);
-        Set<UnloadDecision> decisions = inst.transfer.findBundlesForUnloading(ctx, ruBundles, ruBrokers);
+        Oracle.writeField(transfer.getCounter(), "loadAvg", Double.NaN);
+        Oracle.writeField(transfer.getCounter(), "loadStd", Double.NaN);
+        Set<UnloadDecision> decisions = transfer.findBundlesForUnloading(ctx, ruBundles, ruBrokers);
         List<UnloadDecision> sorted = new ArrayList<>(decisions);
         sorted.sort(Comparator.comparing((UnloadDecision d) -> d.getUnload().sourceBroker())
                 .thenComparing(d -> d.getUnload().serviceUnit()));
@@ -171,11 +172,11 @@ final class Extensible {
             u.put("reason", String.valueOf(d.getReason()));
         }
         ObjectNode f = ((ObjectNode) resp.get("oracle")).putObject("figures");
-        Object hits = Oracle.readField(inst.transfer, "unloadConditionHitCount");
+        Object hits = Oracle.readField(transfer, "unloadConditionHitCount");
         if (hits instanceof Number n) {
             f.putObject("unloadConditionHitCount").put("value", n.doubleValue());
         }
-        UnloadCounter counter = inst.transfer.getCounter();
+        UnloadCounter counter = transfer.getCounter();
         ObjectNode stats = (ObjectNode) resp.get("stats");
         Object avg = Oracle.readField(counter, "loadAvg");
         Object std = Oracle.readField(counter, "loadStd");

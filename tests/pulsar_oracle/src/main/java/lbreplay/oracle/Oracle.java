@@ -31,10 +31,11 @@ import org.apache.pulsar.broker.namespace.NamespaceService;
 import org.apache.pulsar.common.naming.NamespaceName;
 import org.apache.pulsar.common.util.FieldParser;
 import org.apache.pulsar.common.util.ObjectMapperFactory;
-import org.apache.pulsar.policies.data.loadbalancer.BrokerData;
-import org.apache.pulsar.policies.data.loadbalancer.BundleData;
 import org.apache.pulsar.policies.data.loadbalancer.LocalBrokerData;
-import org.apache.pulsar.policies.data.loadbalancer.TimeAverageBrokerData;
+// BrokerData, BundleData, TimeAverageBrokerData: org.apache.pulsar.broker up to 2.10, then
+// org.apache.pulsar.policies.data.loadbalancer (on-demand imports: each jar has them in one of the two)
+import org.apache.pulsar.broker.*;
+import org.apache.pulsar.policies.data.loadbalancer.*;
 import org.mockito.Mockito;
 
 /**
@@ -77,7 +78,8 @@ public final class Oracle {
         LoadSheddingStrategy shedder;
         ModularLoadManagerStrategy placement;
         BundleSplitterTask splitter;
-        org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder transfer;
+        /** The extensible TransferShedder (typed in Extensible.java, compiled for lines that have it). */
+        Object transfer;
     }
 
     private Oracle() {
@@ -95,6 +97,9 @@ public final class Oracle {
             try {
                 resp = handle((ObjectNode) MAPPER.readTree(line));
             } catch (Throwable t) {
+                if (t instanceof java.lang.reflect.InvocationTargetException ite && ite.getCause() != null) {
+                    t = ite.getCause();
+                }
                 resp = MAPPER.createObjectNode();
                 resp.put("error", t.getClass().getName() + ": " + t.getMessage());
             }
@@ -120,13 +125,21 @@ public final class Oracle {
                     String.valueOf(PulsarService.class.getPackage().getImplementationVersion()));
             return resp;
         }
+        if (req.has("configDefaults")) {
+            configDefaults(oracle.putObject("configDefaults"));
+            return resp;
+        }
         ServiceConfiguration conf = config(req.path("config"));
         JsonNode seqNode = req.get("sequence");
         String seq = seqNode == null || seqNode.isNull() ? null : seqNode.asText();
         Instances inst = seq == null ? new Instances() : SEQUENCES.computeIfAbsent(seq, k -> new Instances());
         if (conf.getLoadManagerClassName().endsWith("ExtensibleLoadManagerImpl")
                 || conf.getLoadBalancerLoadSheddingStrategy().endsWith("TransferShedder")) {
-            Extensible.shed(inst, conf, req, resp);
+            // Extensible.java is compiled only for lines with the extensible load manager (3.0+)
+            Class.forName("lbreplay.oracle.Extensible")
+                    .getDeclaredMethod("shed", Instances.class, ServiceConfiguration.class, JsonNode.class,
+                            ObjectNode.class)
+                    .invoke(null, inst, conf, req, resp);
             return resp;
         }
         LoadData loadData = loadData(req.path("loadData"));
@@ -134,9 +147,9 @@ public final class Oracle {
         long now = req.path("nowMillis").asLong(System.currentTimeMillis());
         // ModularLoadManagerImpl.updateAll -> cleanupDeadBrokersData: onActiveBrokersChange on both strategies.
         Set<String> active = new TreeSet<>(loadData.getBrokerData().keySet());
-        inst.shedder.onActiveBrokersChange(active);
+        onActiveBrokersChange(inst.shedder, active);
         if (inst.placement != inst.shedder) {
-            inst.placement.onActiveBrokersChange(active);
+            onActiveBrokersChange(inst.placement, active);
         }
         JsonNode actions = req.has("actions") && !req.get("actions").isNull() ? req.get("actions")
                 : MAPPER.createArrayNode().add("shed");
@@ -176,14 +189,22 @@ public final class Oracle {
             return bundles;
         }
 
-        @Override
+        /** Overrides LoadData.getBundleDataForLoadShedding (2.11+; absent from 2.10, whose strategies do not call
+         * it): the jar's own filter (SLA / heartbeat / system namespaces as that version has it), then sorted. */
+        @SuppressWarnings("unchecked")
         public Map<String, BundleData> getBundleDataForLoadShedding() {
-            // the jar's own filter (SLA / heartbeat / system namespaces as that version has it), then sorted
             Map<String, BundleData> filtered = new TreeMap<>();
             Map<String, BundleData> all = super.getBundleData();
             all.clear();
             all.putAll(bundles);
-            filtered.putAll(super.getBundleDataForLoadShedding());
+            try {
+                java.lang.invoke.MethodHandle superCall = java.lang.invoke.MethodHandles.lookup().findSpecial(
+                        LoadData.class, "getBundleDataForLoadShedding",
+                        java.lang.invoke.MethodType.methodType(Map.class), SortedLoadData.class);
+                filtered.putAll((Map<String, BundleData>) superCall.invoke(this));
+            } catch (Throwable t) {
+                throw new IllegalStateException(t);
+            }
             return filtered;
         }
     }
@@ -209,6 +230,29 @@ public final class Oracle {
         }
         FieldParser.update(props, conf);
         return conf;
+    }
+
+    /** The defaults of this jar's ServiceConfiguration: every field of a fresh instance (keys of broker.conf). */
+    static void configDefaults(ObjectNode out) throws Exception {
+        ServiceConfiguration conf = new ServiceConfiguration();
+        for (Field f : ServiceConfiguration.class.getDeclaredFields()) {
+            if (java.lang.reflect.Modifier.isStatic(f.getModifiers())) {
+                continue;
+            }
+            f.setAccessible(true);
+            Object v = f.get(conf);
+            if (v instanceof Optional<?> opt) {
+                v = opt.orElse(null);
+            }
+            if (v == null) {
+                out.putNull(f.getName());
+            } else if (v instanceof Number || v instanceof Boolean || v instanceof String
+                    || v instanceof Collection<?>) {
+                out.set(f.getName(), MAPPER.valueToTree(v));
+            } else {
+                out.put(f.getName(), String.valueOf(v));
+            }
+        }
     }
 
     static LoadData loadData(JsonNode ld) throws Exception {
@@ -248,10 +292,18 @@ public final class Oracle {
     /** ModularLoadManagerImpl.initialize: a placement strategy that is also a shedding strategy (AvgShedder) is
      * the same instance for both. An instance is kept while the configured class stays the same. */
     static void instantiate(Instances inst, ServiceConfiguration conf) throws Exception {
-        String place = conf.getLoadBalancerLoadPlacementStrategy();
+        // loadBalancerLoadPlacementStrategy exists since 2.11 (#16281); 2.10 always places with
+        // LeastLongTermMessageRate. ModularLoadManagerStrategy.create(conf) is how ModularLoadManagerImpl makes it.
+        String place;
+        try {
+            place = String.valueOf(ServiceConfiguration.class.getMethod("getLoadBalancerLoadPlacementStrategy")
+                    .invoke(conf));
+        } catch (NoSuchMethodException e) {
+            place = "org.apache.pulsar.broker.loadbalance.impl.LeastLongTermMessageRate";
+        }
         String shed = conf.getLoadBalancerLoadSheddingStrategy();
         if (!place.equals(inst.placeClass)) {
-            inst.placement = (ModularLoadManagerStrategy) Class.forName(place).getDeclaredConstructor().newInstance();
+            inst.placement = ModularLoadManagerStrategy.create(conf);
             inst.placeClass = place;
             inst.shedClass = null;
         }
@@ -334,22 +386,33 @@ public final class Oracle {
     private static JsonNode splitNamespaces;
     private static PulsarService splitPulsar;
 
-    /** One mocked PulsarService for the split check (mocks are costly to create per line): its configuration and
-     * NamespaceService.getBundleCount answer from the current line. */
+    /** One PulsarService for the split check: its configuration and a mocked NamespaceService whose getBundleCount
+     * answers from the current line's {@code namespaces}. */
     static synchronized PulsarService splitPulsar() throws Exception {
         if (splitPulsar == null) {
-            PulsarService pulsar = Mockito.mock(PulsarService.class);
             NamespaceService ns = Mockito.mock(NamespaceService.class);
-            Mockito.when(pulsar.getConfiguration()).thenAnswer(inv -> splitConf);
-            Mockito.when(pulsar.getNamespaceService()).thenReturn(ns);
             Mockito.when(ns.getBundleCount(Mockito.any(NamespaceName.class))).thenAnswer(inv -> {
                 NamespaceName n = inv.getArgument(0);
                 JsonNode b = splitNamespaces.path(n.toString()).path("boundaries");
                 return b.isArray() ? b.size() - 1 : splitConf.getDefaultNumberOfNamespaceBundles();
             });
-            splitPulsar = pulsar;
+            splitPulsar = pulsarService(ns);
         }
+        writeField(splitPulsar, "config", splitConf);
         return splitPulsar;
+    }
+
+    /**
+     * A PulsarService whose {@code getNamespaceService()} is {@code ns} and whose {@code getConfiguration()} is the
+     * {@code config} field set by the caller: an instance made without running a constructor (Objenesis, as
+     * Mockito makes its mocks), its two fields set by reflection. Not a Mockito mock: Mockito instruments every
+     * method of the class, and on 3.3.6 some signatures name classes of pulsar-opentelemetry, a jar Maven Central
+     * does not serve for that release.
+     */
+    static PulsarService pulsarService(NamespaceService ns) throws Exception {
+        PulsarService pulsar = new org.objenesis.ObjenesisStd().newInstance(PulsarService.class);
+        writeField(pulsar, "nsService", ns);
+        return pulsar;
     }
 
     static void split(Instances inst, ServiceConfiguration conf, LoadData loadData, JsonNode namespaces,
@@ -357,12 +420,22 @@ public final class Oracle {
         splitConf = conf;
         splitNamespaces = namespaces;
         PulsarService pulsar = splitPulsar();
-        Map<String, String> chosen = inst.splitter.findBundlesToSplit(loadData, pulsar);
+        // 3.0+: Map<bundle, broker>; up to 2.11: Set<bundle> (no broker: answered as null)
+        Object chosen = BundleSplitterTask.class.getMethod("findBundlesToSplit", LoadData.class, PulsarService.class)
+                .invoke(inst.splitter, loadData, pulsar);
         ArrayNode split = (ArrayNode) resp.get("split");
-        for (Map.Entry<String, String> e : new TreeMap<>(chosen).entrySet()) {
-            ObjectNode s = split.addObject();
-            s.put("broker", e.getValue());
-            s.put("bundle", e.getKey());
+        if (chosen instanceof Map<?, ?> m) {
+            for (Map.Entry<?, ?> e : new TreeMap<>(m).entrySet()) {
+                ObjectNode s = split.addObject();
+                s.put("broker", String.valueOf(e.getValue()));
+                s.put("bundle", String.valueOf(e.getKey()));
+            }
+        } else {
+            for (Object bundle : new TreeSet<>((Collection<?>) chosen)) {
+                ObjectNode s = split.addObject();
+                s.putNull("broker");
+                s.put("bundle", String.valueOf(bundle));
+            }
         }
     }
 
@@ -389,6 +462,18 @@ public final class Oracle {
                 }
             }
         }
+    }
+
+    /** ModularLoadManagerStrategy / LoadSheddingStrategy.onActiveBrokersChange (2.11+); 2.10's strategies have no
+     * such hook (they keep the state of departed brokers). */
+    static void onActiveBrokersChange(Object strategy, Set<String> active) throws Exception {
+        java.lang.reflect.Method m;
+        try {
+            m = strategy.getClass().getMethod("onActiveBrokersChange", Set.class);
+        } catch (NoSuchMethodException e) {
+            return;
+        }
+        m.invoke(strategy, active);
     }
 
     static void writeField(Object o, String name, Object value) throws Exception {
