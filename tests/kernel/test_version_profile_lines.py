@@ -124,3 +124,21 @@ def test_strategies_absent_from_a_line() -> None:
     assert "RoundRobinBrokerSelector" not in line_strategies("2.11")
     assert "LeastResourceUsageWithWeight" not in line_strategies("2.10")
     assert "LeastResourceUsageWithWeight" in line_strategies("2.11")
+
+
+@pytest.mark.parametrize(("line", "forgets"), [("3.0", True), ("4.0", True), ("2.11", False), ("2.10", False)])
+def test_active_brokers_change_hook(line: str, forgets: bool) -> None:
+    """ModularLoadManagerImpl.cleanupDeadBrokersData calls LoadSheddingStrategy.onActiveBrokersChange since
+    apache/pulsar#19560 (3.0.0): ThresholdShedder forgets the EWMA of a broker that left. 2.11 / 2.10 have no hook,
+    so the departed broker's EWMA stays and resumes when it returns."""
+    from lbreplay.kernel.modular_load_manager import ModularLoadManager
+    from lbreplay.kernel.policies import NamespacePolicies
+
+    c = PulsarConfig.resolve({"pulsarVersion": line, "loadBalancerLoadSheddingStrategy":
+                              "org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder"})
+    manager = ModularLoadManager(c, NamespacePolicies(), np.random.default_rng(0))
+    assert isinstance(manager.shedder, ThresholdShedder)
+    manager.shedder.broker_avg_resource_usage = {"b1:8080": 0.5, "b3:8080": 0.7}
+    manager.cleanup_dead_brokers_data(["b1:8080", "b2:8080"])
+    expected = {"b1:8080": 0.5} if forgets else {"b1:8080": 0.5, "b3:8080": 0.7}
+    assert manager.shedder.broker_avg_resource_usage == expected

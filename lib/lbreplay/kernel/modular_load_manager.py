@@ -212,6 +212,8 @@ class ModularLoadManager:
         calls even when they are one instance, as the source does). ThresholdShedder and
         LeastResourceUsageWithWeight forget the EWMA of a broker that left, so it restarts from its raw usage when
         the broker returns."""
+        if not profile_for(self.conf["pulsarVersion"]).active_brokers_change_hook:  # 2.10 / 2.11 (#19560)
+            return
         current = set(active)
         self.shedder.on_active_brokers_change(current)
         self.placement.on_active_brokers_change(current)

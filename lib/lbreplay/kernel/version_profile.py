@@ -78,6 +78,10 @@ class VersionProfile:
     # ThresholdShedder's lowerBoundarySheddingEnabled pass (tryLowerBoundaryShedding, which advances the EWMA a
     # second time that tick): apache/pulsar#17456, first in 2.11.0; 2.10.x ignores the key (checked on 2.10.5).
     threshold_lower_boundary: bool = True
+    # ModularLoadManagerImpl.cleanupDeadBrokersData calls onActiveBrokersChange on the shedding and placement
+    # strategies (ThresholdShedder / LeastResourceUsageWithWeight forget a departed broker's EWMA):
+    # apache/pulsar#19560 (merged Feb 2023), first in 3.0.0; 2.11.x and 2.10.x have no such hook.
+    active_brokers_change_hook: bool = True
     # [M] BrokerLoadManagerClassFilter in the candidate pipeline of selectBrokerForAssignment (3.0+).
     broker_class_filter: bool = True
     # [M] Before loadBalancerDistributeBundlesEvenlyEnabled existed (2.9 line) the even spread always applied.
@@ -94,7 +98,7 @@ _3_3 = VersionProfile("3.3", False, False, True, False, True, True, False, True,
 _2_11 = VersionProfile("2.11", True, True, True, False, False, False, False, False, False, True, False,
                        broker_class_filter=False, transfer_shedder_available=False,
                        bandwidth_weight_keys_pip357=False, uniform_coupled_extremes=True, lruw_idle_restart=False,
-                       absent_strategies=("RoundRobinBrokerSelector",))
+                       absent_strategies=("RoundRobinBrokerSelector",), active_brokers_change_hook=False)
 
 PROFILES: dict[str, VersionProfile] = {
     # 5.0.x: checked against the 5.0.0-M1 jar (5.0.1's dependency tree is not on Maven Central).
@@ -115,7 +119,8 @@ PROFILES: dict[str, VersionProfile] = {
     "2.9": VersionProfile("2.9", True, True, False, False, False, False, True, False, False, False, False,
                           broker_class_filter=False, even_spread_always=True, transfer_shedder_available=False,
                           bandwidth_weight_keys_pip357=False, threshold_lower_boundary=False,
-                          absent_strategies=("RoundRobinBrokerSelector", "LeastResourceUsageWithWeight")),
+                          absent_strategies=("RoundRobinBrokerSelector", "LeastResourceUsageWithWeight"),
+                          active_brokers_change_hook=False),
 }
 
 # Names kept for configs written before the lines were checked: the newest checked line of that major.
