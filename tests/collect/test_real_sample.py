@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from lbreplay.collect.audit_check import check, leader_decisions
@@ -108,3 +109,59 @@ def test_kernel_reproduces_the_leaders_splits_per_report_version() -> None:
     assert len(kernel) == len(leader) == 9
     same_write = sum(any(0 <= d.at_ms - t < 500 and b == d.bundle for t, b, _ in kernel) for d in leader)
     assert same_write == 8  # the leader's first retry waited for its busy executor (split until 20:40:30.49)
+
+
+def _version_ticks(brokers: dict[str, list[Any]], ids: list[str]) -> list[Any]:
+    """One ObservedTick per recorded report version, in write order, holding only that version (what the tick
+    stream of an ingested recording holds)."""
+    import numpy as np
+    from lbreplay.lake.ingest import RESOURCE_JSON
+    from lbreplay.replay.records import ObservedTick
+
+    out = []
+    for k, (_mtime, broker, v) in enumerate(sorted((v.mtime, b, v) for b, vs in brokers.items() for v in vs)):
+        doc = json.loads(v.path.read_bytes())
+        i, n = ids.index(broker), len(ids)
+        alive, usage, limit = np.zeros(n, dtype=bool), np.zeros((n, 5)), np.zeros((n, 5))
+        alive[i] = True
+        for j, key in enumerate(RESOURCE_JSON.values()):
+            usage[i, j], limit[i, j] = doc[key]["usage"], doc[key]["limit"]
+        last_update = np.full(n, -1, dtype=np.int64)
+        last_update[i] = doc["lastUpdate"]
+        names = sorted(doc["lastStats"])
+        stats = [doc["lastStats"][b] for b in names]
+        values = np.array([[st.get(f, 0.0) for f in ("msgThroughputIn", "msgThroughputOut", "msgRateIn", "msgRateOut")]
+                           + [st.get("consumerCount", 0) + st.get("producerCount", 0), st.get("topics", 0)]
+                           for st in stats]).reshape(-1, 6)
+        out.append(ObservedTick(k, doc["lastUpdate"], alive, usage, limit, bundle_names=names,
+                                bundle_owner=np.full(len(names), i, dtype=np.int32), bundle_values=values,
+                                last_update=last_update))
+    return out
+
+
+def test_replay_engine_on_report_versions_makes_the_leaders_splits_and_nothing_else() -> None:
+    """The audit's engine (``held_reports``: the reports the leader holds after each write, each with its own
+    lastStats; ``Replay`` in observed mode: updateAll per write, shedding on its timer) over the recorded versions
+    makes exactly the leader's 4 splits, each at the write that triggered the leader's (its lastUpdate 0-500 ms
+    before the log line), from the same owner; the leader's refused retries are not decisions (a split bundle is
+    gone), and ThresholdShedder unloads nothing, as the leader did not."""
+    import numpy as np
+    from lbreplay.collect.leader_view import recorded_versions
+    from lbreplay.kernel.config import parse_broker_conf, typed_overrides
+    from lbreplay.replay.engine import Replay
+    from lbreplay.replay.load_model import CpuCalibration
+    from lbreplay.replay.records import RunSpec, StaticInputs
+    from lbreplay.replay.tick_stream import held_reports
+
+    conf = typed_overrides(parse_broker_conf((SAMPLE / "broker.conf").read_text(encoding="utf-8")), path="broker.conf")
+    brokers = recorded_versions(SAMPLE, "brokers")
+    ids = sorted(brokers)
+    ticks = _version_ticks(brokers, ids)
+    static = StaticInputs(ids, ["lb/hot"], CpuCalibration(np.zeros(len(ids)), np.zeros(len(ids))))
+    replay = Replay(RunSpec("real", "real", "observed", conf), static)
+    assert any(len(set(t.bundle_owner.tolist())) == 1 for t in ticks)  # each tick: one broker's version
+    hold = (int(replay.conf["loadBalancerReportUpdateMaxIntervalMinutes"]) + 1) * 60_000
+    decisions = [d for obs in held_reports(iter(ticks), len(ids), hold) for d in replay.step(obs).decisions]
+    leader = [d for d in leader_decisions(SAMPLE) if d.action in ("SPLIT", "UNLOAD")]
+    assert [(d.action, d.bundle, d.source_broker) for d in decisions] == [(d.action, d.bundle, d.source) for d in leader]
+    assert all(0 <= d.at_ms - a.ts_ms < 500 for d, a in zip(leader, decisions))
