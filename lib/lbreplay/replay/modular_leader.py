@@ -55,7 +55,7 @@ class ModularLeader:
         self.shedding_task = LeaderTask()
         self.quota_task = LeaderTask()
         self._active: frozenset[str] | None = None  # the brokers of the last cleanupDeadBrokersData
-        self._split_done: set[str] = set()  # audit: bundles already split (a retry is refused: the bundle is gone)
+        self._split_done: set[str] = set()  # audit of report versions: bundles split (a retry is refused: it is gone)
 
     # ---------------------------------------------------------------- the cycle
     def tick(self, view: LoadView, ownership: Ownership) -> list[Decision]:
@@ -157,7 +157,7 @@ class ModularLeader:
         for d in found:
             if not d.ok or d.bundle not in owner_of or d.bundle in self._split_done:
                 continue
-            if not view.apply:  # NamespaceService refuses to split a bundle again once it is split
+            if view.listings is not None:  # a recorded cluster split it: NamespaceService refuses a second split
                 self._split_done.add(d.bundle)
             if view.apply:  # the what-if applies the split; an audit only records it
                 ownership.split(d.bundle, list(d.children), d.unload)
