@@ -18,6 +18,12 @@ SAMPLE = Path(__file__).resolve().parents[2] / "data" / "samples" / "real-modula
 BROKERS = {"127.0.0.1:18081", "127.0.0.1:18082", "127.0.0.1:18083"}
 
 
+PENDING = ("ingest still truncates a report's time to the minute (lake ingest tick_of), so two versions of one "
+           "broker's report in one minute collide (broker_load.unique_key) and the replay sees minute snapshots. With "
+           "ts = the exact lastUpdate (tried: a one-line change in tick_of) validation passes and this audit matches "
+           "the leader's 4 splits with 0 differences; it lands after the lake modules' split (issue 12 item 4)")
+
+
 def test_every_recorded_version_is_ingested() -> None:
     versions = [r for r in read_json_lines(SAMPLE / "collect" / "metadata-versions.jsonl") if r["event"] == "version"]
     by_kind = Counter(r["path"].split("/")[2] for r in versions if "file" in r)
@@ -34,8 +40,17 @@ def test_every_recorded_version_is_ingested() -> None:
         children = {f"lb/hot/0x{lo:08x}_0x{mid:08x}", f"lb/hot/0x{mid:08x}_0x{hi:08x}"}
         assert children & bundles, d.bundle  # a child without topics is owned by no broker, so in no report
     # what a healthy cluster writes: some brokers wrote two report versions within one minute
-    per_minute = Counter((r["broker"], r["ts"]) for r in dump.rows["broker_load"])
+    per_minute = Counter((r["broker"], r["ts"].replace(second=0, microsecond=0)) for r in dump.rows["broker_load"])
     assert max(per_minute.values()) >= 2
+
+
+
+@pytest.mark.xfail(reason=PENDING, strict=False)
+def test_each_version_is_ingested_at_its_own_time() -> None:
+    """Each report version is one row at its own lastUpdate, to the millisecond (what the replay orders by)."""
+    rows = read_dumps(SAMPLE, "real").rows["broker_load"]
+    assert len({(r["broker"], r["ts"]) for r in rows}) == len(rows)
+    assert any(r["ts"].microsecond for r in rows)
 
 
 def test_leader_decisions_of_the_recording() -> None:
@@ -48,18 +63,19 @@ def test_leader_decisions_of_the_recording() -> None:
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(reason="the audit of real data is not yet faithful (issue 12 item 4). Today: validation refuses "
-                   "the raw recording (broker_load.unique_key: two report versions of one broker in one minute; "
-                   "bundle_load.unique_key / ranges_tile_namespace: a bundle listed by two brokers' reports of one "
-                   "minute, ranges no broker owns) and the leader's view too (ranges_tile_namespace: the empty split "
-                   "child lb/hot/0xe0000000_0xe8000000 is owned by no broker, bundles assigned but not yet reported "
-                   "at 20:40), so no replay runs", strict=False)
+@pytest.mark.xfail(reason=PENDING, strict=False)
 def test_audit_reproduces_the_leaders_decisions(spark, lake: str, tmp_path: Path) -> None:
+    """``ingest`` -> ``validate`` -> ``replay --mode observed --broker-conf`` on the raw recording: validation accepts
+    what the healthy cluster wrote (report versions at their own times, a bundle in two reports, ranges overlapping
+    around splits), and the audit, deciding after each report write on the reports the leader held, makes the
+    leader's 4 splits (same bundle, same owner, same minute) and nothing else."""
     report = check(SAMPLE, tmp_path, "real-sample", SAMPLE / "broker.conf", spark=spark, lake=lake)
     assert report["raw"]["validation_passed"], report["raw"]["validation"]
     assert report["result"] == "compared", report["result"]
     assert report["agreement"] >= 0.95, report["summary"]
     assert not report["differences"], report["differences"]
+    assert "leader_view" not in report  # the raw recording itself was audited
+    assert report["matched"] == report["leader_decisions"] == 4 and report["audit_decisions"] == 4
 
 
 def test_kernel_reproduces_the_leaders_splits_per_report_version() -> None:
