@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from lbreplay.collect.audit_check import check, leader_decisions
@@ -15,6 +16,12 @@ from lbreplay.lake.ingest import read_dumps
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "samples" / "real-modular-3brokers"
 BROKERS = {"127.0.0.1:18081", "127.0.0.1:18082", "127.0.0.1:18083"}
+
+
+PENDING = ("ingest still truncates a report's time to the minute (lake ingest tick_of), so two versions of one "
+           "broker's report in one minute collide (broker_load.unique_key) and the replay sees minute snapshots. With "
+           "ts = the exact lastUpdate (tried: a one-line change in tick_of) validation passes and this audit matches "
+           "the leader's 4 splits with 0 differences; it lands after the lake modules' split (issue 12 item 4)")
 
 
 def test_every_recorded_version_is_ingested() -> None:
@@ -33,8 +40,17 @@ def test_every_recorded_version_is_ingested() -> None:
         children = {f"lb/hot/0x{lo:08x}_0x{mid:08x}", f"lb/hot/0x{mid:08x}_0x{hi:08x}"}
         assert children & bundles, d.bundle  # a child without topics is owned by no broker, so in no report
     # what a healthy cluster writes: some brokers wrote two report versions within one minute
-    per_minute = Counter((r["broker"], r["ts"]) for r in dump.rows["broker_load"])
+    per_minute = Counter((r["broker"], r["ts"].replace(second=0, microsecond=0)) for r in dump.rows["broker_load"])
     assert max(per_minute.values()) >= 2
+
+
+
+@pytest.mark.xfail(reason=PENDING, strict=False)
+def test_each_version_is_ingested_at_its_own_time() -> None:
+    """Each report version is one row at its own lastUpdate, to the millisecond (what the replay orders by)."""
+    rows = read_dumps(SAMPLE, "real").rows["broker_load"]
+    assert len({(r["broker"], r["ts"]) for r in rows}) == len(rows)
+    assert any(r["ts"].microsecond for r in rows)
 
 
 def test_leader_decisions_of_the_recording() -> None:
@@ -47,18 +63,19 @@ def test_leader_decisions_of_the_recording() -> None:
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(reason="the audit of real data is not yet faithful (issue 12 item 4). Today: validation refuses "
-                   "the raw recording (broker_load.unique_key: two report versions of one broker in one minute; "
-                   "bundle_load.unique_key / ranges_tile_namespace: a bundle listed by two brokers' reports of one "
-                   "minute, ranges no broker owns) and the leader's view too (ranges_tile_namespace: the empty split "
-                   "child lb/hot/0xe0000000_0xe8000000 is owned by no broker, bundles assigned but not yet reported "
-                   "at 20:40), so no replay runs", strict=False)
+@pytest.mark.xfail(reason=PENDING, strict=False)
 def test_audit_reproduces_the_leaders_decisions(spark, lake: str, tmp_path: Path) -> None:
+    """``ingest`` -> ``validate`` -> ``replay --mode observed --broker-conf`` on the raw recording: validation accepts
+    what the healthy cluster wrote (report versions at their own times, a bundle in two reports, ranges overlapping
+    around splits), and the audit, deciding after each report write on the reports the leader held, makes the
+    leader's 4 splits (same bundle, same owner, same minute) and nothing else."""
     report = check(SAMPLE, tmp_path, "real-sample", SAMPLE / "broker.conf", spark=spark, lake=lake)
     assert report["raw"]["validation_passed"], report["raw"]["validation"]
     assert report["result"] == "compared", report["result"]
     assert report["agreement"] >= 0.95, report["summary"]
     assert not report["differences"], report["differences"]
+    assert "leader_view" not in report  # the raw recording itself was audited
+    assert report["matched"] == report["leader_decisions"] == 4 and report["audit_decisions"] == 4
 
 
 def test_kernel_reproduces_the_leaders_splits_per_report_version() -> None:
@@ -108,3 +125,59 @@ def test_kernel_reproduces_the_leaders_splits_per_report_version() -> None:
     assert len(kernel) == len(leader) == 9
     same_write = sum(any(0 <= d.at_ms - t < 500 and b == d.bundle for t, b, _ in kernel) for d in leader)
     assert same_write == 8  # the leader's first retry waited for its busy executor (split until 20:40:30.49)
+
+
+def _version_ticks(brokers: dict[str, list[Any]], ids: list[str]) -> list[Any]:
+    """One ObservedTick per recorded report version, in write order, holding only that version (what the tick
+    stream of an ingested recording holds)."""
+    import numpy as np
+    from lbreplay.lake.ingest import RESOURCE_JSON
+    from lbreplay.replay.records import ObservedTick
+
+    out = []
+    for k, (_mtime, broker, v) in enumerate(sorted((v.mtime, b, v) for b, vs in brokers.items() for v in vs)):
+        doc = json.loads(v.path.read_bytes())
+        i, n = ids.index(broker), len(ids)
+        alive, usage, limit = np.zeros(n, dtype=bool), np.zeros((n, 5)), np.zeros((n, 5))
+        alive[i] = True
+        for j, key in enumerate(RESOURCE_JSON.values()):
+            usage[i, j], limit[i, j] = doc[key]["usage"], doc[key]["limit"]
+        last_update = np.full(n, -1, dtype=np.int64)
+        last_update[i] = doc["lastUpdate"]
+        names = sorted(doc["lastStats"])
+        stats = [doc["lastStats"][b] for b in names]
+        values = np.array([[st.get(f, 0.0) for f in ("msgThroughputIn", "msgThroughputOut", "msgRateIn", "msgRateOut")]
+                           + [st.get("consumerCount", 0) + st.get("producerCount", 0), st.get("topics", 0)]
+                           for st in stats]).reshape(-1, 6)
+        out.append(ObservedTick(k, doc["lastUpdate"], alive, usage, limit, bundle_names=names,
+                                bundle_owner=np.full(len(names), i, dtype=np.int32), bundle_values=values,
+                                last_update=last_update))
+    return out
+
+
+def test_replay_engine_on_report_versions_makes_the_leaders_splits_and_nothing_else() -> None:
+    """The audit's engine (``held_reports``: the reports the leader holds after each write, each with its own
+    lastStats; ``Replay`` in observed mode: updateAll per write, shedding on its timer) over the recorded versions
+    makes exactly the leader's 4 splits, each at the write that triggered the leader's (its lastUpdate 0-500 ms
+    before the log line), from the same owner; the leader's refused retries are not decisions (a split bundle is
+    gone), and ThresholdShedder unloads nothing, as the leader did not."""
+    import numpy as np
+    from lbreplay.collect.leader_view import recorded_versions
+    from lbreplay.kernel.config import parse_broker_conf, typed_overrides
+    from lbreplay.replay.engine import Replay
+    from lbreplay.replay.load_model import CpuCalibration
+    from lbreplay.replay.records import RunSpec, StaticInputs
+    from lbreplay.replay.tick_stream import held_reports
+
+    conf = typed_overrides(parse_broker_conf((SAMPLE / "broker.conf").read_text(encoding="utf-8")), path="broker.conf")
+    brokers = recorded_versions(SAMPLE, "brokers")
+    ids = sorted(brokers)
+    ticks = _version_ticks(brokers, ids)
+    static = StaticInputs(ids, ["lb/hot"], CpuCalibration(np.zeros(len(ids)), np.zeros(len(ids))))
+    replay = Replay(RunSpec("real", "real", "observed", conf), static)
+    assert any(len(set(t.bundle_owner.tolist())) == 1 for t in ticks)  # each tick: one broker's version
+    hold = (int(replay.conf["loadBalancerReportUpdateMaxIntervalMinutes"]) + 1) * 60_000
+    decisions = [d for obs in held_reports(iter(ticks), len(ids), hold) for d in replay.step(obs).decisions]
+    leader = [d for d in leader_decisions(SAMPLE) if d.action in ("SPLIT", "UNLOAD")]
+    assert [(d.action, d.bundle, d.source_broker) for d in decisions] == [(d.action, d.bundle, d.source) for d in leader]
+    assert all(0 <= d.at_ms - a.ts_ms < 500 for d, a in zip(leader, decisions))

@@ -73,14 +73,17 @@ def audit_decisions(spark: Any, lake: str, run_id: str) -> list[Decision]:
 
 
 def _bundle_rows(spark: Any, lake: str, cluster: str, ts_ms: int, bundle: str) -> list[str]:
+    """The brokers whose reports written in the minute of ``ts_ms`` list ``bundle``."""
     from pyspark.sql import functions as F
 
     from lbreplay.lake.tables import table_location
 
+    minute = ts_ms // 60_000 * 60
     rows = (spark.read.format("delta").load(table_location(lake, "bundle_load"))
             .where((F.col("cluster") == cluster) & (F.col("bundle") == bundle)
-                   & (F.col("ts") == F.from_unixtime(F.lit(ts_ms // 1000)).cast("timestamp")))
-            .select("broker").collect())
+                   & (F.col("ts") >= F.timestamp_seconds(F.lit(minute)))
+                   & (F.col("ts") < F.timestamp_seconds(F.lit(minute + 60))))
+            .select("broker").distinct().collect())
     return sorted(r["broker"] for r in rows)
 
 

@@ -98,8 +98,16 @@ class Replay:
         vals = self.bundle_values(obs, layout) if self.closed_loop else self._observed_values(obs, layout)
         owned = layout.owner >= 0
         tot = np.zeros((nb, 6))
-        np.add.at(tot, layout.owner[owned], vals[owned])
-        num_bundles = np.bincount(layout.owner[owned], minlength=nb).astype(np.float64)
+        listings = None
+        if obs.listings is not None and not self.closed_loop:  # each held report's own lastStats
+            lb, li, lv = obs.listings
+            row_of = layout.rows()
+            listings = (lb, np.array([row_of[obs.bundle_names[i]] for i in li.tolist()], dtype=np.int64), lv)
+            np.add.at(tot, lb, lv)
+            num_bundles = np.bincount(lb, minlength=nb).astype(np.float64)
+        else:
+            np.add.at(tot, layout.owner[owned], vals[owned])
+            num_bundles = np.bincount(layout.owner[owned], minlength=nb).astype(np.float64)
         if self.closed_loop:
             usage = model_usage(self.static.calibration, tot[:, 2] + tot[:, 3], tot[:, 0], tot[:, 1],
                                 self.last_usage)
@@ -110,7 +118,7 @@ class Replay:
         compared = wmax if self.profile.overload_checks_weighted else max_resource_usage(usage, limit, conf)
         view = LoadView(obs.tick, obs.ts_ms, alive, vals, usage, limit, tot, num_bundles, compared,
                         observed_writes=None if self.closed_loop else self._observed_writes(obs, alive),
-                        apply=self.closed_loop)
+                        apply=self.closed_loop, listings=listings)
 
         cal_err = None  # modelled vs observed cpu where the replay's ownership equals the observed one
         if self.closed_loop and layout.names == observed_layout.names and np.array_equal(layout.owner,

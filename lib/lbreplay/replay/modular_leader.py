@@ -18,7 +18,7 @@ import numpy as np
 
 from lbreplay.kernel.broker_report import WrittenReports
 from lbreplay.kernel.config import PulsarConfig, short_class
-from lbreplay.kernel.load_data import Brokers, Bundles, LoadData, derived_cache, update_bundle_data
+from lbreplay.kernel.load_data import Brokers, Bundles, LoadData, Membership, derived_cache, update_bundle_data
 from lbreplay.kernel.modular_load_manager import LeaderTask, ModularLoadManager
 from lbreplay.kernel.placement import clear_preallocations
 from lbreplay.kernel.policies import NamespacePolicies
@@ -55,12 +55,13 @@ class ModularLeader:
         self.shedding_task = LeaderTask()
         self.quota_task = LeaderTask()
         self._active: frozenset[str] | None = None  # the brokers of the last cleanupDeadBrokersData
+        self._split_done: set[str] = set()  # audit of report versions: bundles split (a retry is refused: it is gone)
 
     # ---------------------------------------------------------------- the cycle
     def tick(self, view: LoadView, ownership: Ownership) -> list[Decision]:
         conf = self.conf
         write = self._write_reports(view)
-        ld = self._leader_view(ownership.layout, view.bundle_values, write, view.alive, view.ts_ms)
+        ld = self._leader_view(ownership.layout, view.bundle_values, write, view.alive, view.ts_ms, view.listings)
         samples = int(write.sum())
         quota_ms = conf["loadBalancerResourceQuotaUpdateIntervalMinutes"] * 60_000
         if self.quota_task.due(view.ts_ms, quota_ms):
@@ -154,8 +155,10 @@ class ModularLeader:
         changed = False
         owner_of = dict(zip(layout.names, layout.owner.tolist()))
         for d in found:
-            if not d.ok or d.bundle not in owner_of:
+            if not d.ok or d.bundle not in owner_of or d.bundle in self._split_done:
                 continue
+            if view.listings is not None:  # a recorded cluster split it: NamespaceService refuses a second split
+                self._split_done.add(d.bundle)
             if view.apply:  # the what-if applies the split; an audit only records it
                 ownership.split(d.bundle, list(d.children), d.unload)
                 if d.unload:
@@ -243,13 +246,16 @@ class ModularLeader:
         self._assemble(b, rep, pre, alive, self.ld.now_ms)
 
     def _leader_view(self, layout: Layout, vals: np.ndarray, write: np.ndarray, alive: np.ndarray,
-                     now_ms: int) -> LoadData:
+                     now_ms: int, listings: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> LoadData:
         """Build/refresh the leader's LoadData from the written reports (stale by construction).
 
         A broker's written report lists the bundles it owned when it wrote, with their stats then; a report
         of a broker that died disappears with its lock node. Where two stale reports claim one bundle, the
-        most recent writer is kept.
+        most recent writer is kept. An audit of report versions (``listings``: the reports the leader holds) keeps
+        each report's own ``lastStats`` (``LoadData.membership`` when a bundle sits in two brokers' reports).
         """
+        if listings is not None:
+            return self._held_view(layout, vals, alive, now_ms, listings)
         b, rep, pre = self._carry(layout)
         wrote_owned = (layout.owner >= 0) & write[np.maximum(layout.owner, 0)]
         rep[wrote_owned] = layout.owner[wrote_owned]
@@ -262,15 +268,43 @@ class ModularLeader:
         pre[(pre >= 0) & ~alive[np.maximum(pre, 0)]] = -1
         return self._assemble(b, rep, pre, alive, now_ms)
 
+    def _held_view(self, layout: Layout, vals: np.ndarray, alive: np.ndarray, now_ms: int,
+                   listings: tuple[np.ndarray, np.ndarray, np.ndarray]) -> LoadData:
+        """The leader's LoadData from the reports it holds (each broker's latest version): every held report's
+        ``lastStats`` as that report wrote them; the one-owner columns follow the newest report listing a bundle."""
+        b, _rep, pre = self._carry(layout)
+        rep = layout.owner.copy()
+        owned = rep >= 0
+        b.stats[owned] = vals[owned, :4]
+        b.topics[owned] = vals[owned, TOPICS].astype(np.int64)
+        b.consumer_count[owned] = vals[owned, SESSIONS].astype(np.int64)
+        b.producer_count[owned] = 0
+        pre[(pre >= 0) & ~alive[np.maximum(pre, 0)]] = -1
+        ld = self._assemble(b, rep, pre, alive, now_ms)
+        brokers, rows, lv = listings
+        keep = alive[brokers]
+        brokers, rows, lv = brokers[keep], rows[keep], lv[keep]
+        if len(np.unique(rows)) < len(rows):  # a bundle in two brokers' reports: per-broker sets
+            local = np.full(len(self.broker_ids), -1, dtype=np.int64)
+            local[np.flatnonzero(alive)] = np.arange(int(alive.sum()))
+            order = np.lexsort((rows, local[brokers]))
+            sb, sr, sv = local[brokers][order], rows[order], lv[order]
+            ld.membership = Membership(
+                owned_broker=sb, owned_bundle=sr, stats_broker=sb.copy(), stats_bundle=sr.copy(), stats=sv[:, :4].copy(),
+                topics=sv[:, TOPICS].astype(np.int64), consumer_count=sv[:, SESSIONS].astype(np.int64),
+                producer_count=np.zeros(len(sr), dtype=np.int64), cache_size=np.zeros(len(sr), dtype=np.int64))
+        return ld
+
 
 def _namespace_boundaries(layout: Layout) -> dict[str, np.ndarray]:
-    """Each namespace's boundary list from the layout's bundles (sorted lower bounds, then the top)."""
-    lows: dict[str, list[int]] = {}
-    ups: dict[str, list[int]] = {}
+    """Each namespace's boundary list (``NamespaceBundles.partitions``) from the layout's bundles: their distinct
+    bounds, sorted. A tiling layout gives its lower bounds then the top; an audit's layout lists only the bundles
+    in some report, so a bundle no report lists leaves a gap whose bounds are still boundaries, and a split parent
+    still listed by its old owner beside its children is no longer a bundle between two boundaries."""
+    bounds: dict[str, set[int]] = {}
     for ns, lo, hi in zip(layout.namespace, layout.lower, layout.upper):
-        lows.setdefault(ns, []).append(int(lo))
-        ups.setdefault(ns, []).append(int(hi))
-    return {ns: np.array(sorted(lows[ns]) + [max(ups[ns])], dtype=np.int64) for ns in lows}
+        bounds.setdefault(ns, set()).update((int(lo), int(hi)))
+    return {ns: np.array(sorted(b), dtype=np.int64) for ns, b in bounds.items()}
 
 
 def _bundles_like(prev: Bundles | None, rep_prev: np.ndarray | None, layout: Layout) -> Bundles:

@@ -140,6 +140,14 @@ def broker_part(df: DataFrame) -> DataFrame:
     return df.withColumn("ts_ms", F.unix_millis(F.col("ts"))).drop("ts").sortWithinPartitions("ts_ms")
 
 
+def is_versioned(broker_load: DataFrame) -> bool:
+    """Does ``broker_load`` hold report versions rather than the leader's snapshots? ``ingest`` stamps each
+    ``LocalBrokerData`` version with its own ``lastUpdate`` (``System.currentTimeMillis()``, so milliseconds), one
+    row per version written; generated lakes and per-minute snapshots list every live broker at each tick, on whole
+    seconds."""
+    return bool(broker_load.where(F.unix_millis(F.col("ts")) % 1000 != 0).limit(1).count())
+
+
 # --------------------------------------------------------------------------------------------- the stream
 def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, int], use_topics: bool = True,
             window: TimeWindow | None = None, topic_files: bool = True) -> tuple[str, StreamManifest]:
@@ -169,7 +177,7 @@ def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, in
     # few files per part (the task keeps one batch of each open), parallel across the cores
     parts = max(1, min(int(spark.sparkContext.defaultParallelism), MAX_STREAM_FILES))
 
-    def broker_side() -> tuple[list[str], CpuCalibration]:
+    def broker_side() -> tuple[list[str], CpuCalibration, bool]:
         """The broker universe, the load model's calibration, then the broker and bundle parts."""
         brokers = sorted(r[0] for r in broker_load.select("broker").distinct().collect())
         if not brokers and window is not None:
@@ -188,7 +196,7 @@ def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, in
                       .transform(broker_rows_per_tick(parts)).transform(broker_part), f"{stream}/brokers")
         write_parquet(bundle_load.transform(with_broker_index(index)).transform(bundle_rows)
                       .transform(sorted_by_tick), f"{stream}/bundles")
-        return brokers, calib
+        return brokers, calib, is_versioned(broker_load)
 
     def namespace_side() -> tuple[list[str], list[str] | None]:
         """The namespaces (bundle_load's), then the topics: the files of ``topic_load`` when the task can read
@@ -204,9 +212,9 @@ def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, in
                 write_parquet(topic_load.transform(topic_rows(index)).transform(sorted_by_tick), f"{stream}/topics")
         return namespaces, files
 
-    (brokers, calib), (namespaces, files) = run_concurrently(broker_side, namespace_side)
+    (brokers, calib, versioned), (namespaces, files) = run_concurrently(broker_side, namespace_side)
     manifest = StreamManifest(brokers, namespaces, calib.cpu_base.tolist(), calib.cpu_per_msg.tolist(), has_topics,
-                              stream)
+                              stream, versioned=versioned)
     if files is not None:
         manifest.topic_files = files
         manifest.topic_window_us = list(window.epoch_micros()) if window else [None, None]

@@ -58,6 +58,10 @@ class ObservedTick:
     topic_values: np.ndarray | None = None  # (T, 6) aligned with topic_positions
     topic_positions: np.ndarray | None = None  # (T,) global ring positions of this tick's topics
     last_update: np.ndarray | None = None  # (B,) ms of each broker's report (LocalBrokerData.lastUpdate)
+    # per-broker listings (a stream of report versions): every held report's lastStats entries as (broker
+    # universe row, index into bundle_names, values (K, 6)); a bundle may be listed by two brokers. None: the
+    # one-owner view (bundle_owner) says it all.
+    listings: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
 
 @dataclass
@@ -129,6 +133,8 @@ class LoadView:
     compared_usage: np.ndarray  # (B,) the max usage the report write rule compares
     observed_writes: np.ndarray | None = None  # (B,) bool: audit mode, the reports the history shows written
     apply: bool = True  # closed loop: decisions change the ownership; audit: they are only recorded
+    # audit of report versions: each held report's lastStats entries (broker universe row, layout row, values)
+    listings: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     @property
     def msg_rate(self) -> np.ndarray:

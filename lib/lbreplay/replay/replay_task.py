@@ -56,7 +56,8 @@ def replay_run(spec: RunSpec, static: StaticInputs, manifest: StreamManifest,
     ticks = 0
     first = max(0, spec.tick_start - spec.warmup)
     progress_key = f"{spec.run_id}-{spec.tick_start}"
-    for obs in ticks_from_stream(manifest):
+    hold_ms = (int(replay.conf["loadBalancerReportUpdateMaxIntervalMinutes"]) + 1) * 60_000
+    for obs in ticks_from_stream(manifest, hold_ms):
         if obs.tick < first:
             continue
         if spec.tick_end is not None and obs.tick >= spec.tick_end:

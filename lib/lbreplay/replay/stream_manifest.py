@@ -11,7 +11,7 @@ import numpy as np
 from lbreplay.lake.tables import RESOURCES
 from lbreplay.replay.load_model import CpuCalibration
 
-STREAM_FORMAT = 8  # part of the cache key: bump when the stream's layout changes
+STREAM_FORMAT = 9  # part of the cache key: bump when the stream's layout changes
 BROKER_COLUMNS = ("broker_index", *(f"{r}_{k}" for r in RESOURCES for k in ("usage", "limit")), "last_update_ms")
 LOAD_COLUMNS = ("msg_throughput_in", "msg_throughput_out", "msg_rate_in", "msg_rate_out", "sessions")
 BUNDLE_COLUMNS = (*LOAD_COLUMNS, "topics")  # the bundle part's loads (the engine's load vector order)
@@ -30,6 +30,8 @@ class StreamManifest:
     stream: str  # the stream's directory (brokers/, bundles/, topics/)
     topic_files: list[str] | None = None  # topic_load's Parquet files the task reads itself
     topic_window_us: list[int | None] | None = None  # their [from, to) in epoch microseconds (null = open)
+    # the broker part holds report versions (each tick: the reports written then), not the leader's snapshots
+    versioned: bool = False
 
     def calibration(self) -> CpuCalibration:
         return CpuCalibration(np.array(self.cpu_base), np.array(self.cpu_per_msg))

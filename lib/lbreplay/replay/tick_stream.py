@@ -101,9 +101,64 @@ def _broker_values(row: BrokerRow, name: str, dtype: Any = np.float64) -> np.nda
     return np.zeros(0, dtype=dtype) if v is None else v.to_numpy(zero_copy_only=False).astype(dtype)
 
 
-def ticks_from_stream(manifest: StreamManifest) -> Iterator[ObservedTick]:
+def ticks_from_stream(manifest: StreamManifest, hold_ms: int | None = None) -> Iterator[ObservedTick]:
     """The observed ticks of a prepared stream, in time order: the broker part defines the ticks; the bundle
-    and topic parts join it on ``ts_ms`` (a tick they lack has no bundles / topics)."""
+    and topic parts join it on ``ts_ms`` (a tick they lack has no bundles / topics). A stream of report versions
+    (``manifest.versioned``) is turned into the leader's held view (:func:`held_reports`)."""
+    ticks = _stream_ticks(manifest)
+    return held_reports(ticks, len(manifest.broker_ids), hold_ms) if manifest.versioned else ticks
+
+
+def held_reports(ticks: Iterator[ObservedTick], nb: int, hold_ms: int | None = None) -> Iterator[ObservedTick]:
+    """Report versions -> what the leader holds after each write (``ModularLoadManagerImpl``'s ``brokerData``).
+
+    Each tick of a stream of versions holds only the reports written at that time; the leader keeps every broker's
+    latest report (its ``/loadbalance/brokers/<broker>`` node) until the broker is gone. The lake does not record
+    the node's deletion, so a report older than ``hold_ms`` (a live broker writes at least every
+    ``loadBalancerReportUpdateMaxIntervalMinutes``) counts as its broker gone. Each held report keeps its own
+    ``lastStats`` (``ObservedTick.listings``: a bundle may sit in two brokers' reports while it moves or around a
+    split); the one-owner view names, per bundle, the broker whose report listing it is the newest."""
+    held = np.zeros(nb, dtype=bool)
+    usage = np.zeros((nb, 5))
+    limit = np.zeros((nb, 5))
+    last_update = np.full(nb, -1, dtype=np.int64)
+    listing: dict[int, tuple[list[str], np.ndarray]] = {}
+    for obs in ticks:
+        w = np.flatnonzero(obs.alive)
+        held[w] = True
+        usage[w], limit[w] = obs.usage[w], obs.limit[w]
+        if obs.last_update is not None:
+            last_update[w] = obs.last_update[w]
+        for b in w.tolist():
+            mine = np.flatnonzero(obs.bundle_owner == b)
+            listing[b] = ([obs.bundle_names[i] for i in mine], obs.bundle_values[mine])
+        if hold_ms is not None:
+            gone = held & (last_update >= 0) & (obs.ts_ms - last_update > hold_ms)
+            held[gone] = False
+            for b in np.flatnonzero(gone).tolist():
+                listing.pop(b, None)
+        rows = [b for b in sorted(listing) if held[b]]
+        names_all = [n for b in rows for n in listing[b][0]]
+        brokers_all = np.array([b for b in rows for _ in listing[b][0]], dtype=np.int64)
+        values_all = (np.concatenate([listing[b][1] for b in rows]) if rows else np.zeros((0, 6))).reshape(-1, 6)
+        names = sorted(set(names_all))
+        index = {n: i for i, n in enumerate(names)}
+        bundle_idx = np.array([index[n] for n in names_all], dtype=np.int64)
+        owner = np.full(len(names), -1, dtype=np.int32)
+        newest = np.full(len(names), -1, dtype=np.int64)
+        values = np.zeros((len(names), 6))
+        for k in range(len(names_all)):  # the newest report listing a bundle (ties: the higher broker row)
+            i, b = bundle_idx[k], brokers_all[k]
+            if (last_update[b], b) >= (newest[i], owner[i]):
+                newest[i], owner[i], values[i] = last_update[b], b, values_all[k]
+        yield ObservedTick(obs.tick, obs.ts_ms, held.copy(), usage.copy(), limit.copy(), bundle_names=names,
+                           bundle_owner=owner, bundle_values=values, topic_values=obs.topic_values,
+                           topic_positions=obs.topic_positions, last_update=last_update.copy(),
+                           listings=(brokers_all, bundle_idx, values_all))
+
+
+def _stream_ticks(manifest: StreamManifest) -> Iterator[ObservedTick]:
+    """The stream's ticks as written (one row per tick of the broker part)."""
     path = manifest.stream
     nb = len(manifest.broker_ids)
     bundles = _bundle_part_ticks(f"{path}/bundles")
