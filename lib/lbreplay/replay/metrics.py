@@ -32,6 +32,7 @@ class RunMetrics:
         self.spread: list[float] = []
         self.ratio: list[float] = []
         self.prev_alive: np.ndarray | None = None
+        self.recent_std: deque[float] = deque(maxlen=11)  # the last ticks' std, warm-up included
         self.open_events: list[tuple[int, float]] = []  # (event ts, target std)
         self.balance_minutes: list[float] = []
         self.left: dict[str, tuple[str, int]] = {}  # bundle -> (broker it left, ts)
@@ -43,37 +44,45 @@ class RunMetrics:
         self.last_ts = 0
         self.ticks = 0
 
-    def add(self, res: TickResult, broker_ids: list[str], bundle_throughput: dict[str, float]) -> None:
+    def add(self, res: TickResult, broker_ids: list[str], bundle_throughput: dict[str, float],
+            counting: bool = True) -> None:
+        """One tick. With ``counting`` False (an audit slice's warm-up) only the state that spans ticks follows
+        (alive set, recent std, open events, moves, pending over-placements), so a slice counts exactly what the
+        whole run counts for its ticks, wherever its boundaries lie."""
         bt = res.broker_tick
         alive = bt.alive
-        self.ticks += 1
-        self.last_ts = bt.ts_ms
         w = bt.weighted_max_usage[alive]
         std = float(np.std(w)) if w.size else 0.0
-        self.std.append(std)
-        if w.size:
-            self.spread.append(float(w.max() - w.min()))
-            mean = float(w.mean())
-            self.ratio.append(float(w.max() / mean) if mean > 0 else 1.0)
-        if res.calibration_error is not None:
-            self.cal_err_sum += res.calibration_error
-            self.cal_err_n += 1
+        self.recent_std.append(std)
+        if counting:
+            self.ticks += 1
+            self.last_ts = bt.ts_ms
+            self.std.append(std)
+            if w.size:
+                self.spread.append(float(w.max() - w.min()))
+                mean = float(w.mean())
+                self.ratio.append(float(w.max() / mean) if mean > 0 else 1.0)
+            if res.calibration_error is not None:
+                self.cal_err_sum += res.calibration_error
+                self.cal_err_n += 1
         # cluster events: join / leave
         if self.prev_alive is not None and not np.array_equal(self.prev_alive, alive):
-            before = self.std[-11:-1] or [std]
+            before = list(self.recent_std)[:-1][-10:] or [std]
             self.open_events.append((bt.ts_ms, max(float(np.mean(before)), 0.05)))
         self.prev_alive = alive.copy()
         still = []
         for ts, target in self.open_events:
             if std <= target and bt.ts_ms > ts:
-                self.balance_minutes.append((bt.ts_ms - ts) / 60_000)
+                if counting:
+                    self.balance_minutes.append((bt.ts_ms - ts) / 60_000)
             else:
                 still.append((ts, target))
         self.open_events = still
         # decisions
         received: Counter[str] = Counter()
         for d in res.decisions:
-            self.counts[d.action] += 1
+            if counting:
+                self.counts[d.action] += 1
             source = d.source_broker
             if d.action == "UNLOAD" and not d.target_broker and source:
                 self.unplaced[d.bundle] = source  # placed later by an ASSIGN: that completes the move
@@ -81,11 +90,12 @@ class RunMetrics:
                 source = self.unplaced.pop(d.bundle, None)
             if d.action in ("UNLOAD", "TRANSFER", "ASSIGN") and d.target_broker:
                 if source and source != d.target_broker:
-                    self.counts["bundles_moved"] += 1
-                    self.moved_throughput += bundle_throughput.get(d.bundle, 0.0)
                     back = self.left.get(d.bundle)
-                    if back and back[0] == d.target_broker and bt.ts_ms - back[1] <= 2 * self.grace_ms:
-                        self.counts["ping_pong_moves"] += 1
+                    if counting:
+                        self.counts["bundles_moved"] += 1
+                        self.moved_throughput += bundle_throughput.get(d.bundle, 0.0)
+                        if back and back[0] == d.target_broker and bt.ts_ms - back[1] <= 2 * self.grace_ms:
+                            self.counts["ping_pong_moves"] += 1
                     self.left[d.bundle] = (source, bt.ts_ms)
                 received[d.target_broker] += 1
         for broker, n in received.items():
@@ -97,17 +107,19 @@ class RunMetrics:
             keep: deque[tuple[int, str, int]] = deque()
             for tick, broker, left in self.pending_over:
                 if broker == top and bt.tick > tick:
-                    self.over_placement += 1
+                    self.over_placement += counting
                 elif left > 1:
                     keep.append((tick, broker, left - 1))
             self.pending_over = keep
 
-    def rows(self) -> list[tuple[str, float]]:
+    def rows(self, run_end: bool = True) -> list[tuple[str, float]]:
         """The sequential metrics (counts, moves, ping-pong, over-placement, time to balance, calibration);
-        additive across tick slices. The distribution metrics come from ``distribution_rows`` / Spark."""
-        for ts, _ in self.open_events:  # never balanced again: count until the end
-            self.balance_minutes.append((self.last_ts - ts) / 60_000)
-        self.open_events = []
+        additive across tick slices (an event still open where a slice ends is left to the slice that sees it
+        close or that ends the run). The distribution metrics come from ``distribution_rows`` / Spark."""
+        if run_end:
+            for ts, _ in self.open_events:  # never balanced again: count until the end
+                self.balance_minutes.append((self.last_ts - ts) / 60_000)
+            self.open_events = []
         out = [
             ("unloads", float(self.counts["UNLOAD"] + self.counts["TRANSFER"])),
             ("transfers", float(self.counts["TRANSFER"])),

@@ -64,6 +64,7 @@ def replay_run(spec: RunSpec, static: StaticInputs, manifest: StreamManifest,
             break
         res = replay.step(obs)
         if obs.tick < spec.tick_start:
+            metrics.add(res, ids, {}, counting=False)  # warm-up: the state spanning ticks, nothing counted
             continue  # warm-up: rebuild the strategies' state, emit nothing
         ticks += 1
         if ticks % PROGRESS_EVERY_TICKS == 0:
@@ -83,7 +84,8 @@ def replay_run(spec: RunSpec, static: StaticInputs, manifest: StreamManifest,
             rows = []
     if spec.mode != "observed":
         rows += [(spec.run_id, "ownership", ownership_payload(iv)) for iv in replay.finish()]
-    rows += [(spec.run_id, "run_metrics", metric_payload(name, value)) for name, value in metrics.rows()]
+    rows += [(spec.run_id, "run_metrics", metric_payload(name, value))
+             for name, value in metrics.rows(run_end=spec.tick_end is None)]
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # this worker's peak RSS
     rows.append((spec.run_id, "run_metrics", metric_payload("task_peak_rss_mb", peak_mb)))
     rows.append((spec.run_id, "ticks", json.dumps([ticks])))

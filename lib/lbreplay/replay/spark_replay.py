@@ -88,7 +88,8 @@ def _task_specs(cluster: str, runs: list[dict[str, Any]], total_ticks: int, slic
             warmup = int(r["replay"].get("warmupTicks", AUDIT_WARMUP_TICKS))
             bounds = np.linspace(0, total_ticks, slices + 1).astype(int)
             for a, b in zip(bounds[:-1], bounds[1:]):
-                spec = RunSpec(**{**asdict(base), "tick_start": int(a), "tick_end": int(b), "warmup": warmup})
+                end = int(b) if b < total_ticks else None  # the last slice ends the run (RunMetrics.rows)
+                spec = RunSpec(**{**asdict(base), "tick_start": int(a), "tick_end": end, "warmup": warmup})
                 spec_rows.append((json.dumps(asdict(spec)),))
         else:
             spec_rows.append((json.dumps(asdict(base)),))
