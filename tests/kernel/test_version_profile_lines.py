@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from lbreplay.kernel.config import PulsarConfig, versions
 from lbreplay.kernel.least_resource_usage_with_weight import LeastResourceUsageWithWeight
 from lbreplay.kernel.threshold_shedder import ThresholdShedder
@@ -13,6 +14,7 @@ from lbreplay.kernel.uniform_load_shedder import UniformLoadShedder
 from lbreplay.kernel.version_profile import ALIASES, PROFILES, profile_for
 from lbreplay.verify import PULSAR_LINES
 from tests.kernel.fixtures import MB, B, Bd, Cluster, by_broker, conf, thr
+from tests.kernel.test_uniform_load_shedder import five_brokers
 
 
 def test_lines_and_aliases() -> None:
@@ -48,13 +50,7 @@ def test_uniform_coupled_extremes_before_21025() -> None:
     throughput beats the running max (apache/pulsar#21016's five brokers, visited in sorted order): broker4
     (20000 msg/s, 10 MB/s) ends as both max and min, so nothing is shed; after #21025 (3.0.2+, 2.11.3) the rate
     path picks broker2, the highest rate."""
-    rates = [50000, 60000, 70000, 10000, 20000]
-    thrs = [50 * MB, 60 * MB, 70 * MB, 80 * MB, 10 * MB]
-    c = Cluster()
-    for k in range(5):
-        c.brokers[f"broker{k}"] = B(rate_in=rates[k], thr_in=thrs[k])
-        for i in range(5):
-            c.bundles[f"broker-{k}-bundle-{i}"] = Bd(owner=f"broker{k}", short=(thrs[k] / 5, 0.0, rates[k] / 5, 0.0))
+    c = five_brokers()  # UniformLoadShedderTest#testOverloadBrokerSelect fixture
     keys = {"maxUnloadBundleNumPerShedding": 1, "maxUnloadPercentage": 0.5,
             "loadBalancerMsgRateDifferenceShedderThreshold": 50,
             "loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold": 0}
