@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from lbreplay.kernel.config import PulsarConfig
 from lbreplay.lake import tables as T
 from lbreplay.lake.views import KPI_METRICS, VIEW_NAMES, VIEW_TABLES, ensure_views, view_sql
 from tests.conftest import REPO
@@ -121,7 +122,8 @@ def test_broker_timeline_alive_brokers_of_succeeded_runs(spark: Any, hand_views:
 
 
 def test_strategy_comparison_one_row_per_succeeded_run(spark: Any, hand_views: list[str]) -> None:
-    """strategy_comparison: ok-1 runs AvgShedder (given) with the 4.x default placement LeastLongTermMessageRate;
+    """strategy_comparison: ok-1 runs AvgShedder (given) with the default line's (pulsarVersion default, the newest
+    checked line) placement LeastLongTermMessageRate;
     ok-2 gives only pulsarVersion 2.9, whose default shedding strategy is OverloadShedder (conf/pulsar/defaults.yaml,
     Pulsar 2.9 ServiceConfiguration); KPI columns pivot run_metrics, a run without metrics has nulls and an empty
     map; the failed run is absent."""
@@ -129,7 +131,7 @@ def test_strategy_comparison_one_row_per_succeeded_run(spark: Any, hand_views: l
     assert set(rows) == {"ok-1", "ok-2"}
     one, two = rows["ok-1"], rows["ok-2"]
     assert (one.shedding_strategy, one.placement_strategy, one.pulsar_version) == \
-        ("AvgShedder", "LeastLongTermMessageRate", "4.x")
+        ("AvgShedder", "LeastLongTermMessageRate", PulsarConfig.resolve({})["pulsarVersion"])
     assert (two.shedding_strategy, two.placement_strategy, two.pulsar_version) == \
         ("OverloadShedder", "LeastLongTermMessageRate", "2.9")
     assert (one.unloads, one.load_std_mean, one.splits) == (2.0, 0.1, None)
