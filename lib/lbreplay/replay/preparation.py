@@ -26,6 +26,7 @@ from pyspark.sql import functions as F
 
 from lbreplay.errors import InvalidInputError, UsageError
 from lbreplay.lake import tables
+from lbreplay.lake.delta_log import delta_version
 from lbreplay.lake.storage import (
     path_exists,
     plain_parquet_files,
@@ -35,7 +36,6 @@ from lbreplay.lake.storage import (
     run_concurrently,
     write_parquet,
 )
-from lbreplay.lake.validation import delta_version
 from lbreplay.lake.window import TimeWindow
 from lbreplay.replay.load_model import CpuCalibration
 from lbreplay.replay.stream_manifest import BROKER_COLUMNS, LOAD_COLUMNS, STREAM_FORMAT, StreamManifest
