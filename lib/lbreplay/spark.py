@@ -29,6 +29,7 @@ DATABASE = "lbreplay"
 
 LOG4J2_CONF = CONF_DIR / "spark" / "log4j2.properties"  # the driver JVM's logging (not under spark-submit)
 
+
 def delta_artifact() -> str:
     """``io.delta:delta-spark_<spark major.minor>_2.13:<delta-spark version>`` (as delta's pip helper builds it)."""
     from importlib.metadata import version

@@ -107,7 +107,8 @@ class RunMetrics:
             keep: deque[tuple[int, str, int]] = deque()
             for tick, broker, left in self.pending_over:
                 if broker == top and bt.tick > tick:
-                    self.over_placement += counting
+                    if counting:
+                        self.over_placement += 1
                 elif left > 1:
                     keep.append((tick, broker, left - 1))
             self.pending_over = keep

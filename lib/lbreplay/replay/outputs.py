@@ -68,21 +68,26 @@ def renumbered_decisions(decisions: DataFrame) -> DataFrame:
 
 # Floating-point sums in Spark's aggregates follow the order rows reach them (partitions, slices, execution
 # shape); these fold a sorted array instead, so the same rows give the same bits whatever the shape.
+def _fold_sum(values: Column) -> Column:
+    """Sum of an array column, added in its order."""
+    return F.aggregate(values, F.lit(0.0), lambda acc, x: acc + x)
+
+
 def _ordered_sum(name: str) -> Column:
     """Sum of the group's values, added in ascending order (an aggregate: collect, sort, fold)."""
-    return F.aggregate(F.array_sort(F.collect_list(name)), F.lit(0.0), lambda acc, x: acc + x)
+    return _fold_sum(F.array_sort(F.collect_list(name)))
 
 
 def _sorted_mean(values: Column) -> Column:
     """Mean of a sorted array column (added in its order)."""
-    return F.try_divide(F.aggregate(values, F.lit(0.0), lambda acc, x: acc + x), F.size(values))
+    return F.try_divide(_fold_sum(values), F.size(values))
 
 
 def _sorted_std(values: Column) -> Column:
     """Population standard deviation of a sorted array column (two passes, in its order)."""
     mean = _sorted_mean(values)
-    return F.sqrt(F.try_divide(F.aggregate(values, F.lit(0.0), lambda acc, x: acc + (x - mean) * (x - mean)),
-                               F.size(values)))
+    return F.sqrt(F.try_divide(_fold_sum(F.transform(values, lambda x: (x - mean) * (x - mean))), F.size(values)))
+
 
 def combine_metrics(seq_metrics: DataFrame, broker_ticks: DataFrame) -> DataFrame:
     """run_metrics: the tasks' additive metrics summed over tick slices, plus the load distribution over time
