@@ -451,9 +451,9 @@ def validation_problems(spark: SparkSession, lake: str, cluster: str, tables: It
         for t in VALIDATED_TABLES
         if (v := current[t.name]) is not None and not validated_data(t)
     }
-    by_name = {t.name: t for t in VALIDATED_TABLES}
-    for name, df in stale.items():  # a table changed since validation whose schema drifted: say so, not crash
-        check_schema(by_name[name], df, table_location(lake, name))
+    for t in VALIDATED_TABLES:  # a table changed since validation whose schema drifted: say so, not crash
+        if t.name in stale:
+            check_schema(t, stale[t.name], table_location(lake, t.name))
     prints = _fingerprints(stale)
     problems = []
     any_rows = False
