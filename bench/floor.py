@@ -47,6 +47,11 @@ KBIT_PER_BYTE = 8.0 / 1024.0
 COLS_4 = np.array([0, 2, 3, 4])  # cpu, directMemory, bandwidthIn, bandwidthOut (4-arg weighted max, 3.0+)
 
 
+# The Pulsar lines whose ThresholdShedder, LeastLongTermMessageRate and BundleSplitterTask are the source the floor
+# implements (their version profiles differ only in UniformLoadShedder / AvgShedder switches).
+FLOOR_LINES = ("5.0", "4.2", "4.0")
+
+
 class FloorUnsupported(Exception):
     """The scenario or config uses something the floor does not implement."""
 
@@ -80,7 +85,7 @@ class Floor:
         if short_class(conf["loadBalancerLoadSheddingStrategy"]) != "ThresholdShedder" or \
                 short_class(conf["loadBalancerLoadPlacementStrategy"]) != "LeastLongTermMessageRate":
             raise FloorUnsupported("the floor implements ThresholdShedder + LeastLongTermMessageRate only")
-        if prof.name != "4.x" or conf["lowerBoundarySheddingEnabled"] or not conf["loadBalancerEnabled"] \
+        if prof.name not in FLOOR_LINES or conf["lowerBoundarySheddingEnabled"] or not conf["loadBalancerEnabled"] \
                 or not conf["loadBalancerSheddingEnabled"] or conf["preferLaterVersions"] \
                 or not conf["loadBalancerDistributeBundlesEvenlyEnabled"] \
                 or conf["defaultNamespaceBundleSplitAlgorithm"] != "range_equally_divide":

@@ -66,6 +66,9 @@ def test_unexpected_error_in_each_command_exits_1_with_one_line(
         assert "Traceback (most recent call last)" in err
     else:
         assert len(lines) == 1 and "Traceback" not in err and "--verbose" in last
+    # --verbose lasts one command: main() called in-process does not leave Spark's default logging switched on
+    # for later commands of the same process or for the processes it starts (lbreplay.spark reads the variable)
+    assert "LBREPLAY_VERBOSE" not in os.environ
 
 
 def test_usage_error_still_exits_2_and_lbreplay_errors_keep_their_code(logs: Path) -> None:

@@ -251,6 +251,7 @@ def main() -> None:
     argv = sys.argv[1:]
     verbose = any(a in VERBOSE_FLAGS for a in argv)
     args = [a for a in argv if a not in VERBOSE_FLAGS]
+    previous = os.environ.get("LBREPLAY_VERBOSE")
     if verbose:
         os.environ["LBREPLAY_VERBOSE"] = "1"  # Spark's own logging too (lbreplay.spark)
     try:
@@ -286,6 +287,11 @@ def main() -> None:
         hint = "" if verbose else "; rerun with --verbose to print it"
         print(f"lbreplay: unexpected error: {one_line_reason(exc)} ({where}{hint})", file=sys.stderr)
         sys.exit(EXIT_FAILURE)
+    finally:  # main() called in-process (tests, a notebook): --verbose does not outlive the command
+        if previous is None:
+            os.environ.pop("LBREPLAY_VERBOSE", None)
+        else:
+            os.environ["LBREPLAY_VERBOSE"] = previous
 
 
 if __name__ == "__main__":

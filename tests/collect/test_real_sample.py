@@ -131,7 +131,7 @@ def _version_ticks(brokers: dict[str, list[Any]], ids: list[str]) -> list[Any]:
     """One ObservedTick per recorded report version, in write order, holding only that version (what the tick
     stream of an ingested recording holds)."""
     import numpy as np
-    from lbreplay.lake.ingest import RESOURCE_JSON
+    from lbreplay.lake.dump_rows import RESOURCE_JSON
     from lbreplay.replay.records import ObservedTick
 
     out = []
