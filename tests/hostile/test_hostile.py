@@ -130,6 +130,24 @@ def test_decide_bad_config(config: dict[str, Any], pattern: str) -> None:
     refused(_decide(req), 2, pattern)
 
 
+@pytest.mark.parametrize(("line", "key", "strategy"), [
+    ("2.11", "loadBalancerLoadPlacementStrategy", "RoundRobinBrokerSelector"),
+    ("2.10", "loadBalancerLoadPlacementStrategy", "RoundRobinBrokerSelector"),
+    ("2.10", "loadBalancerLoadPlacementStrategy", "LeastResourceUsageWithWeight"),
+    ("3.0", "loadBalancerLoadSheddingStrategy", "AvgShedder"),
+])
+def test_decide_refuses_a_strategy_absent_from_the_line(line: str, key: str, strategy: str) -> None:
+    """``ModularLoadManagerImpl.initialize`` creates the strategies by class name (``Reflections.createInstance``):
+    a class the line's pulsar-broker jar lacks (VersionProfile.absent_strategies: RoundRobinBrokerSelector before
+    3.0, LeastResourceUsageWithWeight before 2.11; AvgShedder before 3.3) cannot run there. decide refuses with
+    exit 3 and one line naming the config key and the line; the same strategy on a line that has it decides."""
+    req = decide_cluster()
+    req["config"] = {"pulsarVersion": line, key: "org.apache.pulsar.broker.loadbalance.impl." + strategy}
+    refused(_decide(req), 3, rf"\$\.config\.{key}: {strategy} does not exist in Pulsar {re.escape(line)} ")
+    req["config"]["pulsarVersion"] = "3.3"
+    assert _decide(req).code == 0
+
+
 def test_decide_bundle_listed_by_two_brokers_is_accepted() -> None:
     req = decide_cluster()
     _broker_local(req, "b2:8080")["lastStats"][bundle_name(0)] = stats(40e6)

@@ -150,24 +150,31 @@ def test_throughput_mode_and_minimum_gates() -> None:
     assert s.skip_reason() == "MinUnload"
 
 
-def test_placement_fallback_is_uniform_among_sorted_candidates_and_uncached() -> None:
-    """selectBroker: without a planned target the pick is random among the candidates (generator-driven,
-    deterministic per seed), never outside them, not cached; no candidates -> -1."""
+def test_placement_fallback_is_uniform_among_sorted_candidates_and_cached() -> None:
+    """AvgShedder.selectBroker (3.3.6 .. 5.0.0-M1 jars): without an entry in ``bundleBrokerMap`` the pick is
+    random among the candidates (generator-driven, deterministic per seed), never outside them, and cached
+    (``bundleBrokerMap.put``): the next call returns it while it is a candidate; no candidates -> -1."""
     c = Cluster(brokers={f"b{i}": B() for i in range(4)})
     ld = c.build()
-    s = AvgShedder()
     cand = rows(ld, "b1", "b3", "b2")
-    picks = {s.select_broker(cand, name("x"), ld, conf(), np.random.default_rng(seed)) for seed in range(40)}
+    picks = {AvgShedder().select_broker(cand, name("x"), ld, conf(), np.random.default_rng(seed))
+             for seed in range(40)}
     assert picks == set(cand.tolist())
-    again = [s.select_broker(cand, name("x"), ld, conf(), np.random.default_rng(7)) for _ in range(2)]
-    assert again[0] == again[1]
-    assert s.get_state()["pendingTargets"] == {}
-    assert s.select_broker(np.array([], dtype=np.int64), name("x"), ld, conf(), np.random.default_rng(0)) == -1
+    s = AvgShedder()
+    first = s.select_broker(cand, name("x"), ld, conf(), np.random.default_rng(7))
+    assert s.get_state()["pendingTargets"] == {name("x"): ld.brokers.ids[first]}
+    assert all(s.select_broker(cand, name("x"), ld, conf(), np.random.default_rng(seed)) == first
+               for seed in range(20))
+    others = np.array([r for r in cand.tolist() if r != first], dtype=np.int64)
+    assert s.select_broker(others, name("x"), ld, conf(), np.random.default_rng(0)) in others.tolist()
+    assert s.select_broker(np.array([], dtype=np.int64), name("y"), ld, conf(), np.random.default_rng(0)) == -1
 
 
-def test_planned_target_needs_to_be_a_candidate_and_is_cleared_per_attempt() -> None:
-    """#26246: pending targets keyed by bundle name; a target that is not a candidate falls back; they are dropped
-    by on_unload_attempt_completed and at the start of the next shedding pass."""
+def test_planned_target_needs_to_be_a_candidate_and_is_kept() -> None:
+    """The shedding pass puts its planned destination into ``bundleBrokerMap``; a target that is not a candidate
+    falls back (and the fallback is cached). Released jars never clear the map: neither
+    ``onUnloadAttemptCompleted`` (the interface's no-op) nor the next shedding pass drops an entry
+    (apache/pulsar#26246, which does, is in no release)."""
     c = pair(90)
     ld = c.build()
     s = AvgShedder()
@@ -175,13 +182,14 @@ def test_planned_target_needs_to_be_a_candidate_and_is_cleared_per_attempt() -> 
     out = s.find_bundles_for_unloading(ld, conf())
     bundle = out[0].bundle
     assert s.get_state()["pendingTargets"] == {bundle: "lo"}
+    s.on_unload_attempt_completed({bundle})
+    assert s.get_state()["pendingTargets"] == {bundle: "lo"}
+    s.find_bundles_for_unloading(ld, conf())  # first hit of a new round: nothing planned, the entry stays
+    assert s.get_state()["pendingTargets"] == {bundle: "lo"}
+    assert s.select_broker(rows(ld, "lo", "hi"), bundle, ld, conf(), np.random.default_rng(0)) == ld.brokers.index("lo")
     only_hi = rows(ld, "hi")
     assert s.select_broker(only_hi, bundle, ld, conf(), np.random.default_rng(0)) == ld.brokers.index("hi")
-    s.on_unload_attempt_completed({bundle})
-    assert s.get_state()["pendingTargets"] == {}
-    s.set_state({"pendingTargets": {bundle: "lo"}})
-    s.find_bundles_for_unloading(ld, conf())  # first hit of a new round: nothing planned, map cleared
-    assert s.get_state()["pendingTargets"] == {}
+    assert s.get_state()["pendingTargets"] == {bundle: "hi"}
 
 
 def test_state_round_trips_through_json() -> None:

@@ -9,10 +9,24 @@ jar does not have is reported "not in this line" and not compared.
 from __future__ import annotations
 
 import pytest
+
 from lbreplay.kernel.config import PulsarConfig
-from lbreplay.verify import NOT_IN_LINE, PULSAR_LINES, STRATEGIES, Oracle, OracleError, line_strategies, verify
+from lbreplay.verify import (
+    NOT_IN_LINE,
+    PULSAR_LINES,
+    STRATEGIES,
+    Oracle,
+    OracleError,
+    compare,
+    kernel_answer,
+    line_strategies,
+    verify,
+)
 
 CASES = 30
+# ModularLoadManagerImpl.selectBrokerForAssignment (isolation / anti-affinity / failure domains): a few per line in
+# CI; `make verify` runs the full count
+COUNTS = {"PlacementPipeline": 10}
 LINES = [line for line in PULSAR_LINES if line != "4.0"]
 
 
@@ -31,7 +45,7 @@ def test_line_agrees_with_its_jar(line: str) -> None:
     """``CASES`` random snapshots / sequences per strategy agree exactly with the line's jar; the strategies the
     jar lacks are reported as such."""
     _oracle_or_skip(line).close()
-    results = verify(line, CASES, seed=11)
+    results = verify(line, CASES, seed=11, counts=COUNTS)
     assert [r["strategy"] for r in results] == list(STRATEGIES)
     missing = [r["strategy"] for r in results if r.get("status") == NOT_IN_LINE]
     assert missing == [s for s in STRATEGIES if s not in line_strategies(line)]
@@ -62,3 +76,80 @@ def test_config_defaults_are_the_jars(line: str) -> None:
             diffs.append((key, ours, theirs))
     assert not diffs, f"defaults.yaml {line} vs {jar}'s ServiceConfiguration: {diffs}"
     assert "loadBalancerLoadSheddingStrategy" in defaults
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Divergences found by the placement-pipeline cases (ModularLoadManagerImpl.selectBrokerForAssignment)
+# ----------------------------------------------------------------------------------------------------------------
+IMPL = "org.apache.pulsar.broker.loadbalance.impl."
+NOW = 1_700_000_000_000
+
+
+def _placement_request(line: str, config: dict[str, object]) -> dict:
+    """b1:8080 idle but serving three bundles of ``t/ns``; b2:8080 busier, serving none of them. One more ``t/ns``
+    bundle is assigned (LeastLongTermMessageRate: b1 scores lower; the even spread keeps b2 only)."""
+    names = [f"t/ns/0x{lo:08x}_0x{hi:08x}" for lo, hi in
+             ((0, 0x40000000), (0x40000000, 0x80000000), (0x80000000, 0xC0000000), (0xC0000000, 0xFFFFFFFF))]
+    other = "t/other/0x00000000_0xffffffff"
+
+    def data(rate: float) -> dict:
+        td = {"maxSamples": 10, "numSamples": 10, "msgRateIn": rate, "msgRateOut": rate,
+              "msgThroughputIn": rate * 100, "msgThroughputOut": rate * 100}
+        return {"shortTermData": td, "longTermData": {**td, "maxSamples": 1000}, "topics": 1}
+
+    bundle_data = {n: data(1.0) for n in names}
+    bundle_data[other] = data(5000.0)
+
+    def broker(owned: list[str], cpu: float) -> dict:
+        rate = sum(bundle_data[b]["shortTermData"]["msgRateIn"] for b in owned)
+        return {"localData": {
+            "cpu": {"usage": cpu, "limit": 100.0}, "memory": {"usage": 10.0, "limit": 100.0},
+            "directMemory": {"usage": 0.0, "limit": 100.0}, "bandwidthIn": {"usage": 0.0, "limit": 1000.0},
+            "bandwidthOut": {"usage": 0.0, "limit": 1000.0}, "msgRateIn": rate, "msgRateOut": rate,
+            "msgThroughputIn": rate * 100, "msgThroughputOut": rate * 100, "bundles": owned,
+            "lastStats": {b: {"msgRateIn": bundle_data[b]["shortTermData"]["msgRateIn"], "topics": 1} for b in owned},
+            "lastUpdate": NOW, "loadManagerClassName": IMPL + "ModularLoadManagerImpl"},
+            "timeAverageData": {"longTermMsgRateIn": rate, "longTermMsgRateOut": rate,
+                                "longTermMsgThroughputIn": rate * 100, "longTermMsgThroughputOut": rate * 100}}
+
+    return {
+        "config": {"pulsarVersion": line, "loadManagerClassName": IMPL + "ModularLoadManagerImpl",
+                   "loadBalancerLoadPlacementStrategy": IMPL + "LeastLongTermMessageRate", **config},
+        "nowMillis": NOW,
+        "loadData": {"brokers": {"b1:8080": broker(names[:3], 10.0), "b2:8080": broker([other], 20.0)},
+                     "bundleData": bundle_data},
+        "actions": [{"selectBrokerForAssignment": [names[3]]}],
+    }
+
+
+@pytest.mark.parametrize(("line", "expected"), [("2.10", "b2:8080"), ("2.11", "b1:8080")])
+def test_even_spread_has_no_switch_before_2_11(line: str, expected: str) -> None:
+    """``loadBalancerDistributeBundlesEvenlyEnabled`` arrived with apache/pulsar#16059 (2.11.0): 2.10.5's
+    ``ModularLoadManagerImpl.selectBrokerForAssignment`` always calls
+    ``LoadManagerShared.removeMostServicingBrokersForNamespace``, so with the key false the bundle still goes to the
+    broker serving fewest bundles of its namespace (b2); from 2.11 on the key turns the spread off (b1, the least
+    loaded)."""
+    req = _placement_request(line, {"loadBalancerDistributeBundlesEvenlyEnabled": False})
+    with _oracle_or_skip(line) as oracle:
+        java = oracle.ask({**req, "sequence": None})
+    kernel, _ = kernel_answer(req, None)
+    assert java["assign"] == [{"bundle": req["actions"][0]["selectBrokerForAssignment"][0], "broker": expected}]
+    assert compare("PlacementPipeline", java, kernel) == []
+
+
+@pytest.mark.parametrize(("line", "expected"), [("4.0", "b2:8080"), ("4.2", "b1:8080")])
+def test_shedding_excluded_namespaces_exist_from_4_1(line: str, expected: str) -> None:
+    """``loadBalancerSheddingExcludedNamespaces`` (PIP-380, apache/pulsar#23549, first in 4.1.0): 4.2.4's
+    ``selectBroker`` places such a namespace with its RoundRobinBrokerSelector (first call: the first candidate of
+    the sorted set, b1), 4.0.7 has no such key and places it with the configured strategy. The kernel applies the
+    key only where the line has it (``VersionProfile.shedding_excluded_namespaces``); here a LeastLongTermMessageRate
+    that prefers b2 shows the difference."""
+    req = _placement_request(line, {"loadBalancerSheddingExcludedNamespaces": ["t/ns"]})
+    # b1 busier than b2 now: LeastLongTermMessageRate picks b2, round robin takes the first candidate (b1)
+    req["loadData"]["brokers"]["b1:8080"]["timeAverageData"]["longTermMsgRateIn"] = 90000.0
+    req["config"]["loadBalancerDistributeBundlesEvenlyEnabled"] = False
+    with _oracle_or_skip(line) as oracle:
+        java = oracle.ask({**req, "sequence": None})
+    kernel, _ = kernel_answer(req, None)
+    assert java["assign"][0]["broker"] == expected
+    assert compare("PlacementPipeline", java, kernel) == []

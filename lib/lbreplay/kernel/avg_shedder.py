@@ -12,12 +12,13 @@ sheds ``(its msgRate - low's msgRate) * maxUnloadPercentage`` if above ``minUnlo
 throughput gap if above ``minUnloadMessageThroughput`` (``localData`` instantaneous totals), taking short-term
 bundles largest first whenever ``0 < traffic <= remaining``. There is no "more than one bundle" guard.
 
-Placement (``selectBroker``): the broker planned for the bundle by the current shedding pass if it is
-still a candidate, else a uniformly random pick among the candidates sorted by id (Java:
-``crc32(String(new Random().nextInt())) % n``), drawn from the passed generator. Keyed-by-name version
-(apache/pulsar#26246): the planned targets are a per-attempt map keyed by bundle name, cleared at the
-start of every shedding pass and by ``on_unload_attempt_completed``; fallback picks are not cached. (Before
-#26246 the map was keyed by the BundleData object, never pruned, and cached fallback picks.)
+Placement (``selectBroker``): the broker in ``bundleBrokerMap`` for the bundle (planned by a shedding pass, or
+an earlier fallback pick) if it is still a candidate, else a uniformly random pick among the candidates sorted
+by id (Java: ``crc32(String(new Random().nextInt())) % n``), drawn from the passed generator, which is cached
+in ``bundleBrokerMap`` in turn. Every released jar with AvgShedder (3.3.6, 4.0.7, 4.2.4, 5.0.0-M1, checked by the
+oracle) keys that map by the bundle's ``BundleData`` object and never clears it; kept here by bundle name (the
+``BundleData`` object of a bundle lives as long as the bundle stays in ``LoadData``). (apache/pulsar#26246 on
+master keys it by name and clears it per unload attempt; no released line carries it.)
 
 ``onActiveBrokersChange`` is the interface's no-op in the source, so hit counts of brokers that left are
 kept (and resume if the broker returns) -- mirrored here.
@@ -85,7 +86,6 @@ class AvgShedder(ShedderReport):
             raise UsageError(
                 f"config.loadBalancerLoadSheddingStrategy: AvgShedder does not exist in pulsarVersion {profile.name}"
             )
-        self.pending_targets.clear()
         skip = SkipReasons(SKIPS)
         brokers = ld.brokers
         low_threshold = float(conf["loadBalancerAvgShedderLowThreshold"])
@@ -224,7 +224,7 @@ class AvgShedder(ShedderReport):
     def select_broker(
         self, candidates: np.ndarray, bundle: str, ld: LoadData, conf: PulsarConfig, rng: np.random.Generator
     ) -> int:
-        """``selectBroker``: the planned target if still a candidate, else a uniform pick (uncached)."""
+        """``selectBroker``: the ``bundleBrokerMap`` entry if still a candidate, else a uniform pick, cached."""
         cand = np.sort(np.asarray(candidates, dtype=np.int64))
         target = self.pending_targets.get(bundle)
         if target is not None:
@@ -233,15 +233,16 @@ class AvgShedder(ShedderReport):
                 return int(row)
         if cand.size == 0:
             return -1
-        return int(cand[int(rng.integers(cand.size))])  # getExpectedBroker over sorted ids
+        row = int(cand[int(rng.integers(cand.size))])  # getExpectedBroker over sorted ids
+        self.pending_targets[bundle] = ld.brokers.ids[row]  # bundleBrokerMap.put(bundleToAssign, broker)
+        return row
 
     # --- hooks and state --------------------------------------------------------------------------
     def on_active_brokers_change(self, active: set[str]) -> None:
         """The source keeps the interface's no-op: hit counts of departed brokers stay."""
 
     def on_unload_attempt_completed(self, bundles: set[str]) -> None:
-        """Drop the attempt's pending targets (#26246)."""
-        self.pending_targets.clear()
+        """The interface's no-op in every released jar: ``bundleBrokerMap`` keeps its entries."""
 
     def get_state(self) -> dict[str, Any]:
         return {

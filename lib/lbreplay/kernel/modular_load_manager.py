@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from lbreplay.errors import UsageError
+from lbreplay.errors import InvalidInputError, UsageError
 from lbreplay.kernel.bundle_split import SplitDecision, check_namespace_bundle_split
 from lbreplay.kernel.config import PulsarConfig, short_class
 from lbreplay.kernel.leader_state import LeaderState
@@ -37,6 +37,14 @@ def create_strategies(conf: PulsarConfig) -> tuple[LoadSheddingStrategy, Modular
     instance is used for both, otherwise ``loadBalancerLoadSheddingStrategy`` is created on its own."""
     placement_name = conf["loadBalancerLoadPlacementStrategy"]
     shedding_name = conf["loadBalancerLoadSheddingStrategy"]
+    profile = profile_for(conf["pulsarVersion"])
+    absent = set(profile.absent_strategies) | (set() if profile.avg_shedder_available else {"AvgShedder"})
+    for key, name in (("loadBalancerLoadPlacementStrategy", placement_name),
+                      ("loadBalancerLoadSheddingStrategy", shedding_name)):
+        if short_class(name) in absent:  # Reflections.createInstance would fail: the class is not in the jar
+            raise InvalidInputError(
+                f"config.{key}: {short_class(name)} does not exist in Pulsar {profile.name} "
+                f"(pulsarVersion {conf['pulsarVersion']!r}); pick another strategy or a newer pulsarVersion")
     placement_cls = strategy_class("placement", placement_name)
     placement = placement_cls()
     if hasattr(placement, "find_bundles_for_unloading"):
@@ -104,7 +112,9 @@ def _shed(
     br = ld.brokers
     plan = shedder.find_bundles_for_unloading(ld, conf)
     planned = {u.bundle for u in plan}
-    with_destination = profile_for(conf["pulsarVersion"]).unload_with_destination
+    profile = profile_for(conf["pulsarVersion"])
+    with_destination = profile.unload_with_destination
+    excluded = profile.shedding_excluded_namespaces  # PIP-380 (4.1+)
     place = selection(ld, conf, placement_strategy, leader_state, policies, avail) if with_destination else None
     issued: list[Unload] = []
     try:
@@ -115,7 +125,7 @@ def _shed(
             source = br.index(broker)
             for u in by_broker[broker]:
                 ns, _ = split_bundle_name(u.bundle)
-                if policies.is_shedding_excluded(ns):
+                if excluded and policies.is_shedding_excluded(ns):
                     continue
                 if place is not None and not _other_broker_allowed(place.policy_rows(ns), source):
                     continue

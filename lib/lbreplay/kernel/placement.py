@@ -226,6 +226,8 @@ class Selection:
         same = _same_class(ld, conf) if profile.broker_class_filter else None
         self.same_class = None if same is None or same.all() else same
         self.prefer_later = bool(conf["preferLaterVersions"])
+        # PIP-380 (4.1+): shedding-excluded namespaces are placed by round robin
+        self.excluded = policies.shedding_excluded_namespaces if profile.shedding_excluded_namespaces else frozenset()
         self.threshold = conf.overload_threshold
         self.usage = overload_usage(ld, conf).tolist()
         self._brokers = ld.brokers
@@ -279,7 +281,7 @@ class Selection:
         if rows is None:
             rows = memo[key] = self.candidates(bundle, ns)
         result = Placement(None, int(rows.size))
-        if ns in self.policies.shedding_excluded_namespaces:  # policies.is_shedding_excluded
+        if ns in self.excluded:  # policies.is_shedding_excluded
             row = self.leader.round_robin.select_broker(rows, bundle, ld, self.conf, rng)
             result.round_robin = True
         else:

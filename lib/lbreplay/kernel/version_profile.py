@@ -84,8 +84,15 @@ class VersionProfile:
     active_brokers_change_hook: bool = True
     # [M] BrokerLoadManagerClassFilter in the candidate pipeline of selectBrokerForAssignment (3.0+).
     broker_class_filter: bool = True
-    # [M] Before loadBalancerDistributeBundlesEvenlyEnabled existed (2.9 line) the even spread always applied.
+    # [M] selectBrokerForAssignment always applies removeMostServicingBrokersForNamespace before the switch
+    # loadBalancerDistributeBundlesEvenlyEnabled (apache/pulsar#16059, merged Jun 2022, first in 2.11.0): the
+    # 2.10.5 jar has no such key (checked by the oracle's placement-pipeline cases).
     even_spread_always: bool = False
+    # loadBalancerSheddingExcludedNamespaces (PIP-380, apache/pulsar#23549, merged Nov 2024, first in 4.1.0): the
+    # modular doLoadShedding skips those namespaces and selectBroker places them with a RoundRobinBrokerSelector
+    # (ModularLoadManagerImpl.sheddingExcludedNamespaceSelectionStrategy); the extensible TopKBundles leaves them
+    # out. Before, ServiceConfiguration has no such key (ignored). Checked: absent from 4.0.7, present in 4.2.4.
+    shedding_excluded_namespaces: bool = True
     # The extensible load manager's TransferShedder is in the jar (org.apache.pulsar.broker.loadbalance.extensions,
     # complete since 3.0).
     transfer_shedder_available: bool = True
@@ -94,11 +101,13 @@ class VersionProfile:
 _4_2 = VersionProfile("4.2", False, False, True, True, True, True, False, True, True, True, True)
 # 3.3.6 carries UniformLoadShedder's `+ 1000` and AvgShedder's `(int) (a - b)` as 4.0.x does (the same source).
 _3_3 = VersionProfile("3.3", False, False, True, False, True, True, False, True, False, True, True,
-                      uniform_unload_slack=1000, avg_shedder_int_comparator=True, bandwidth_weight_keys_pip357=False)
+                      uniform_unload_slack=1000, avg_shedder_int_comparator=True, bandwidth_weight_keys_pip357=False,
+                      shedding_excluded_namespaces=False)
 _2_11 = VersionProfile("2.11", True, True, True, False, False, False, False, False, False, True, False,
                        broker_class_filter=False, transfer_shedder_available=False,
                        bandwidth_weight_keys_pip357=False, uniform_coupled_extremes=True, lruw_idle_restart=False,
-                       absent_strategies=("RoundRobinBrokerSelector",), active_brokers_change_hook=False)
+                       absent_strategies=("RoundRobinBrokerSelector",), active_brokers_change_hook=False,
+                       shedding_excluded_namespaces=False)
 
 PROFILES: dict[str, VersionProfile] = {
     # 5.0.x: checked against the 5.0.0-M1 jar (5.0.1's dependency tree is not on Maven Central).
@@ -106,7 +115,8 @@ PROFILES: dict[str, VersionProfile] = {
     # 4.2.x: no UniformLoadShedder slack, Double.compare in AvgShedder; checked against the 4.2.4 jar.
     "4.2": _4_2,
     # 4.0.x: checked against the 4.0.7 jar.
-    "4.0": replace(_4_2, name="4.0", uniform_unload_slack=1000, avg_shedder_int_comparator=True),
+    "4.0": replace(_4_2, name="4.0", uniform_unload_slack=1000, avg_shedder_int_comparator=True,
+                   shedding_excluded_namespaces=False),
     # 3.3.x: checked against the 3.3.6 jar.
     "3.3": _3_3,
     # 3.0.x: checked against the 3.0.7 jar (no AvgShedder).
@@ -114,13 +124,14 @@ PROFILES: dict[str, VersionProfile] = {
     # 2.11.x / 2.10.x: checked against the 2.11.0 / 2.10.5 jars (no AvgShedder, no TransferShedder).
     "2.11": _2_11,
     "2.10": replace(_2_11, name="2.10", uniform_2_10_constants=True, threshold_lower_boundary=False,
+                    even_spread_always=True,
                     absent_strategies=("RoundRobinBrokerSelector", "LeastResourceUsageWithWeight")),
     # 2.9.x: not checked by the oracle.
     "2.9": VersionProfile("2.9", True, True, False, False, False, False, True, False, False, False, False,
                           broker_class_filter=False, even_spread_always=True, transfer_shedder_available=False,
                           bandwidth_weight_keys_pip357=False, threshold_lower_boundary=False,
                           absent_strategies=("RoundRobinBrokerSelector", "LeastResourceUsageWithWeight"),
-                          active_brokers_change_hook=False),
+                          active_brokers_change_hook=False, shedding_excluded_namespaces=False),
 }
 
 # Names kept for configs written before the lines were checked: the newest checked line of that major.

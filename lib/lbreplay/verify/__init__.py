@@ -11,14 +11,16 @@ set of equally good brokers where Pulsar picks with ``ThreadLocalRandom``), and 
 What the oracle runs per request line (see ``Oracle.java``): one leader refresh
 (``onActiveBrokersChange`` on both strategies, as ``ModularLoadManagerImpl.cleanupDeadBrokersData``), then
 ``shed`` = ``findBundlesForUnloading`` after ``doLoadShedding``'s grace-period prune; ``assign`` =
-``selectBroker`` over every broker of the snapshot; ``split`` = ``BundleSplitterTask.findBundlesToSplit``.
+``selectBroker`` over every broker of the snapshot; ``split`` = ``BundleSplitterTask.findBundlesToSplit``;
+``selectBrokerForAssignment`` (the ``PlacementPipeline`` cases) = ``ModularLoadManagerImpl.selectBrokerForAssignment``
+with namespace isolation policies, anti-affinity groups and failure domains, against ``decide``'s own ``assign``.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from lbreplay.errors import UsageError
@@ -79,8 +81,9 @@ def cases(seed: int, strategy: str, count: int, profile: str) -> Iterator[Case]:
 
 
 def verify(version: str, count: int, seed: int, strategies: tuple[str, ...] = STRATEGIES,
-           emit: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
-    """Run ``count`` cases per strategy; one result dict per strategy."""
+           emit: Callable[[dict[str, Any]], None] | None = None,
+           counts: Mapping[str, int] | None = None) -> list[dict[str, Any]]:
+    """Run ``count`` cases per strategy (``counts`` overrides it per strategy); one result dict per strategy."""
     line = line_of(version) if line_of(version) in PULSAR_LINES else ".".join(version.split(".")[:2])
     if line not in PULSAR_LINES:
         raise UsageError(f"--pulsar-version: unsupported {version!r}; supported lines: {', '.join(PULSAR_LINES)}")
@@ -100,15 +103,16 @@ def verify(version: str, count: int, seed: int, strategies: tuple[str, ...] = ST
                 continue
             agree = 0
             examples: list[dict[str, Any]] = []
-            for k, case in enumerate(cases(seed, strategy, count, profile)):
+            n = (counts or {}).get(strategy, count)
+            for k, case in enumerate(cases(seed, strategy, n, profile)):
                 diffs = run_case(oracle, case, f"{strategy}-{seed}-{k}")
                 if diffs:
                     if len(examples) < 5:
                         examples.append({"case": k, "diffs": diffs[:3]})
                 else:
                     agree += 1
-            res = {"pulsarVersion": jar, "profile": profile, "strategy": strategy, "cases": count,
-                   "agree": agree, "agreement": agree / count if count else 1.0, "examples": examples}
+            res = {"pulsarVersion": jar, "profile": profile, "strategy": strategy, "cases": n,
+                   "agree": agree, "agreement": agree / n if n else 1.0, "examples": examples}
             results.append(res)
             if emit:
                 emit(res)

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from lbreplay.kernel.version_profile import profile_for
+
 IMPL = "org.apache.pulsar.broker.loadbalance.impl."
 
 
@@ -23,7 +25,10 @@ class Case:
 
 STRATEGIES = ("ThresholdShedder", "OverloadShedder", "UniformLoadShedder", "AvgShedder",
               "LeastLongTermMessageRate", "LeastResourceUsageWithWeight", "RoundRobinBrokerSelector", "BundleSplit",
-              "TransferShedder")
+              "TransferShedder", "PlacementPipeline")
+# The placement strategies a PlacementPipeline case draws from (those the line's jar has).
+PLACEMENT_STRATEGIES = ("LeastLongTermMessageRate", "LeastResourceUsageWithWeight", "RoundRobinBrokerSelector",
+                        "AvgShedder")
 EXT = "org.apache.pulsar.broker.loadbalance.extensions."
 NOW = 1_700_000_000_000
 MB = 1024.0 * 1024.0
@@ -306,8 +311,93 @@ class Generator:
                 d["weightedMaxEMA"] = float(np.round(d["weightedMaxEMA"] * rng.uniform(0.7, 1.3), 4))
         return nxt
 
+    def pipeline(self) -> Case:
+        """``ModularLoadManagerImpl.selectBrokerForAssignment`` for 1-4 new bundles (preallocated one after the
+        other) under namespace isolation policies (primary / secondary broker regexes, ``min_limit`` failover),
+        anti-affinity groups (namespaces of the group already owned or preallocated across the brokers, group
+        names differing in case, blank groups), failure domains (``failureDomainsEnabled``, brokers in no domain or
+        in two), the max-topics filter, the even spread, the load-manager-class filter, brokers refusing
+        persistent topics, and an overloaded first pick (the re-check over the policy set)."""
+        rng = self.rng
+        prof = profile_for(self.profile)
+        places = [p for p in PLACEMENT_STRATEGIES if p not in prof.absent_strategies
+                  and (p != "AvgShedder" or prof.avg_shedder_available)]
+        place = places[int(rng.integers(len(places)))]
+        req = self.snapshot(place)
+        conf = req["config"]
+        brokers = req["loadData"]["brokers"]
+        ids = sorted(brokers)
+        hosts = sorted({b.rpartition(":")[0] for b in ids})
+        conf["loadBalancerDistributeBundlesEvenlyEnabled"] = bool(rng.random() < 0.5)
+        conf["failureDomainsEnabled"] = bool(rng.random() < 0.7)
+        if rng.random() < 0.3:
+            conf["loadBalancerBrokerMaxTopics"] = int(rng.choice([0, 100, 2000]))
+        conf["loadManagerClassName"] = IMPL + "ModularLoadManagerImpl"
+        for bid in ids:
+            local = brokers[bid]["localData"]
+            if rng.random() < 0.08:
+                local["loadManagerClassName"] = IMPL + "SimpleLoadManagerImpl"
+            if rng.random() < 0.08:
+                local["persistentTopicsEnabled"] = False
+        namespaces = req["namespaces"]
+        groups = ["g1", "G1", "g2", "  "]
+        new_ns = [f"t/aa{j}" for j in range(int(rng.integers(1, 4)))]
+        for ns in list(namespaces) + new_ns:
+            entry = namespaces.setdefault(ns, {"boundaries": [_hex(x) for x in _layout(4)]})
+            if rng.random() < 0.7:
+                entry["policies"] = {"namespaceAntiAffinityGroup": groups[int(rng.integers(len(groups)))]}
+        # namespaces of the groups already placed: bundles of t/aa* preallocated to (or reported by) random brokers
+        bundle_data = req["loadData"]["bundleData"]
+        template = {"shortTermData": {"maxSamples": 10, "numSamples": 1, "msgRateIn": 10.0, "msgRateOut": 10.0,
+                                      "msgThroughputIn": 1000.0, "msgThroughputOut": 1000.0},
+                    "longTermData": {"maxSamples": 1000, "numSamples": 1, "msgRateIn": 10.0, "msgRateOut": 10.0,
+                                     "msgThroughputIn": 1000.0, "msgThroughputOut": 1000.0}, "topics": 1}
+        bounds = _layout(4)
+        free = [f"{ns}/{_hex(lo)}_{_hex(hi)}" for ns in new_ns for lo, hi in itertools.pairwise(bounds)]
+        rng.shuffle(free)
+        for b in free[: int(rng.integers(0, len(free)))]:
+            bundle_data[b] = json.loads(json.dumps(template))
+            holder = brokers[ids[int(rng.integers(len(ids)))]]
+            if rng.random() < 0.5:
+                holder.setdefault("preallocatedBundleData", {})[b] = bundle_data[b]
+            else:
+                holder["localData"]["bundles"].append(b)
+                holder["localData"]["lastStats"][b] = {"msgRateIn": 10.0, "topics": 1}
+            free.remove(b)
+        assign = free[: int(rng.integers(1, 5))] or [f"t/aa9/{_hex(0)}_{_hex(0xFFFFFFFF)}"]
+        for b in assign:
+            bundle_data[b] = json.loads(json.dumps(template))
+        if rng.random() < 0.6:
+            iso: dict[str, Any] = {}
+            for k in range(int(rng.integers(1, 3))):
+                lo = int(rng.integers(0, max(1, len(hosts))))
+                prim = [rf"broker-{lo}\.example"] if rng.random() < 0.5 else [rf"broker-[0-{min(lo, 9)}]\..*"]
+                sec = [] if rng.random() < 0.3 else [r"broker-.*[5-9]\.example"]
+                nss = [str(rng.choice(["t/aa0", "t/aa[01]", "t/ns0", "t/.*", "t/aa.*"]))]
+                iso[f"policy-{k}"] = {"namespaces": nss, "primary": prim, "secondary": sec,
+                                      "auto_failover_policy": {"policy_type": "min_available", "parameters": {
+                                          "min_limit": str(int(rng.choice([0, 1, 2, 3]))), "usage_threshold": "80"}}}
+            req["isolationPolicies"] = iso
+        if rng.random() < 0.7:
+            domains: dict[str, dict[str, list[str]]] = {}
+            for bid in ids:
+                r = rng.random()
+                if r < 0.2:
+                    continue  # the "default" domain
+                d = f"domain-{int(rng.integers(0, 3))}"
+                domains.setdefault(d, {"brokers": []})["brokers"].append(bid)
+                if r > 0.95:  # listed in a second domain: the last listed (name order) wins
+                    domains.setdefault("domain-9", {"brokers": []})["brokers"].append(bid)
+            req["failureDomains"] = domains
+        if prof.broker_class_filter and rng.random() < 0.2:
+            conf["loadBalancerSheddingExcludedNamespaces"] = [new_ns[0]]
+        req["actions"] = [{"selectBrokerForAssignment": assign}]
+        return Case("PlacementPipeline", [req])
+
     def case(self, strategy: str) -> Case:
         self._away = None
+        if strategy == "PlacementPipeline":
+            return self.pipeline()
         if self._prealloc_twice is None:
             self.prealloc_twice = bool(self.rng.random() < 0.35)
         if strategy == "TransferShedder":

@@ -26,6 +26,7 @@ import numpy as np
 from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.load_data import RATE_IN, RATE_OUT, THR_IN, THR_OUT, is_system_service_namespace
 from lbreplay.kernel.naming import split_bundle_name
+from lbreplay.kernel.version_profile import profile_for
 
 TopKOrder = Literal["ascending", "descending"]
 
@@ -164,7 +165,8 @@ def top_k_bundles(
     ``k <= 0`` reports nothing. Visiting order of the input is the given order (pass bundles sorted by name).
     """
     with_policies = bool(conf["loadBalancerSheddingBundlesWithPoliciesEnabled"])
-    excluded = set(conf["loadBalancerSheddingExcludedNamespaces"] or ())
+    pip380 = profile_for(conf["pulsarVersion"]).shedding_excluded_namespaces  # the key exists since 4.1
+    excluded = set(conf["loadBalancerSheddingExcludedNamespaces"] or ()) if pip380 else set()
     keep: list[int] = []
     for i, name in enumerate(names):
         ns, _ = split_bundle_name(name)

@@ -59,6 +59,10 @@ import org.mockito.Mockito;
  *       preallocation between the bundles). Where the strategy picks at random ({@code ThreadLocalRandom}) among
  *       equally good brokers, {@code oracle.tieSets} lists that set, read from the strategy's own
  *       {@code bestBrokers} list.</li>
+ *   <li>{@code {"selectBrokerForAssignment": [bundles]}}: the whole placement pipeline of
+ *       {@code ModularLoadManagerImpl.selectBrokerForAssignment} (namespace isolation policies, max-topics filter,
+ *       anti-affinity groups and failure domains, even spread, broker filters, overload re-check, preallocation),
+ *       see {@link Pipeline}.</li>
  *   <li>{@code "split"}: {@code BundleSplitterTask.findBundlesToSplit(loadData, pulsar)} with a mocked
  *       {@code PulsarService} whose {@code NamespaceService.getBundleCount} answers from
  *       {@code namespaces.<ns>.boundaries}.</li>
@@ -97,6 +101,9 @@ public final class Oracle {
             try {
                 resp = handle((ObjectNode) MAPPER.readTree(line));
             } catch (Throwable t) {
+                if (System.getenv("ORACLE_TRACE") != null) {
+                    t.printStackTrace();
+                }
                 if (t instanceof java.lang.reflect.InvocationTargetException ite && ite.getCause() != null) {
                     t = ite.getCause();
                 }
@@ -158,6 +165,8 @@ public final class Oracle {
                 shed(inst, conf, loadData, now, resp);
             } else if (a.isTextual() && a.asText().equals("split")) {
                 split(inst, conf, loadData, req.path("namespaces"), resp);
+            } else if (a.isObject() && a.has("selectBrokerForAssignment")) {
+                Pipeline.assign(inst, conf, loadData, req, a.get("selectBrokerForAssignment"), resp);
             } else if (a.isObject() && a.has("assign")) {
                 for (JsonNode b : a.get("assign")) {
                     assign(inst, conf, loadData, b.asText(), resp);
