@@ -25,8 +25,14 @@ class Case:
 
 STRATEGIES = ("ThresholdShedder", "OverloadShedder", "UniformLoadShedder", "AvgShedder",
               "LeastLongTermMessageRate", "LeastResourceUsageWithWeight", "RoundRobinBrokerSelector", "BundleSplit",
-              "TransferShedder", "PlacementPipeline")
+              "TransferShedder", "PlacementPipeline", "NamespaceBundleSplitAlgorithm")
 # The placement strategies a PlacementPipeline case draws from (those the line's jar has).
+# NamespaceBundleSplitAlgorithm.AVAILABLE_ALGORITHMS per line: specified_positions_divide since 2.11,
+# flow_or_qps_equally_divide since 3.0 (checked on the jars).
+SPLIT_ALGORITHMS = {"2.10": ("range_equally_divide", "topic_count_equally_divide"),
+                    "2.11": ("range_equally_divide", "topic_count_equally_divide", "specified_positions_divide")}
+ALL_SPLIT_ALGORITHMS = ("range_equally_divide", "topic_count_equally_divide", "specified_positions_divide",
+                        "flow_or_qps_equally_divide")
 PLACEMENT_STRATEGIES = ("LeastLongTermMessageRate", "LeastResourceUsageWithWeight", "RoundRobinBrokerSelector",
                         "AvgShedder")
 EXT = "org.apache.pulsar.broker.loadbalance.extensions."
@@ -394,10 +400,43 @@ class Generator:
         req["actions"] = [{"selectBrokerForAssignment": assign}]
         return Case("PlacementPipeline", [req])
 
+    def split_algorithm(self) -> Case:
+        """``NamespaceBundleSplitAlgorithm.getSplitBoundary`` for one bundle: 0-40 topics (some without stats,
+        idle ones, hot ones), random positions (inside, outside, on the bounds, repeated) and limits straddled."""
+        rng = self.rng
+        algs = SPLIT_ALGORITHMS.get(self.profile, ALL_SPLIT_ALGORITHMS)
+        algorithm = algs[int(rng.integers(len(algs)))]
+        n = int(rng.choice([1, 2, 4, 16, 64]))
+        k = int(rng.integers(n))
+        lo, hi = _layout(n)[k], _layout(n)[k + 1]
+        bundle = f"t/ns/{_hex(lo)}_{_hex(hi)}"
+        topics: list[dict[str, Any]] = []
+        for i in range(int(rng.choice([0, 1, 2, 3, 5, 10, 40]))):
+            rec: dict[str, Any] = {"topic": f"persistent://t/ns/topic-{int(rng.integers(0, 10_000))}-{i}"}
+            r = rng.random()
+            if r < 0.8:
+                rec.update({"msgRateIn": self._num(0, 2000, zero=0.2), "msgRateOut": self._num(0, 2000, zero=0.3),
+                            "msgThroughputIn": self._num(0, 20 * MB, zero=0.2),
+                            "msgThroughputOut": self._num(0, 20 * MB, zero=0.3)})
+            topics.append(rec)
+        positions = sorted({int(x) for x in rng.integers(lo, hi + 1, size=int(rng.integers(1, 5)))})
+        if rng.random() < 0.3:
+            positions.append(int(rng.choice([lo, hi, 0, 0xFFFFFFFF])))
+        conf = {"pulsarVersion": self.profile,
+                "loadBalancerNamespaceBundleMaxMsgRate": int(rng.choice([0, 100, 1000, 30000])),
+                "loadBalancerNamespaceBundleMaxBandwidthMbytes": int(rng.choice([0, 1, 20, 100])),
+                "flowOrQpsDifferenceThresholdPercentage": int(rng.choice([0, 10, 50]))}
+        arg = {"bundle": bundle, "algorithm": algorithm, "positions": [_hex(p) for p in positions],
+               "topics": topics}
+        return Case("NamespaceBundleSplitAlgorithm", [{"config": conf, "nowMillis": NOW,
+                                                      "loadData": {"brokers": {}}, "actions": [{"splitBoundary": arg}]}])
+
     def case(self, strategy: str) -> Case:
         self._away = None
         if strategy == "PlacementPipeline":
             return self.pipeline()
+        if strategy == "NamespaceBundleSplitAlgorithm":
+            return self.split_algorithm()
         if self._prealloc_twice is None:
             self.prealloc_twice = bool(self.rng.random() < 0.35)
         if strategy == "TransferShedder":

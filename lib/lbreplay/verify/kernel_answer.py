@@ -12,6 +12,8 @@ from lbreplay.kernel.bundle_split import find_bundles_to_split
 from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.extensible.transfer_shedder import expire_recently_unloaded_bundles
 from lbreplay.kernel.modular_load_manager import prune_recently_unloaded
+from lbreplay.kernel.naming import parse_bundle_name
+from lbreplay.kernel.split_algorithms import TopicStats, split_boundaries
 
 REL_TOL = 1e-12
 
@@ -53,6 +55,15 @@ def kernel_answer(req: dict[str, Any], state: dict[str, Any] | None, seed: int =
             counts = {ns: int(v.size - 1) for ns, v in layouts.items()}
             for row, broker, _ in find_bundles_to_split(ld, conf, counts):
                 out["split"].append({"broker": ld.brokers.ids[broker], "bundle": ld.bundles.names[row]})
+        elif isinstance(action, dict) and "splitBoundary" in action:
+            arg = action["splitBoundary"]
+            _, lo, hi = parse_bundle_name(arg["bundle"])
+            records = arg.get("topics") or []
+            topics = TopicStats.from_records(records) if records else None
+            positions = [int(p, 16) for p in arg.get("positions") or []]
+            cuts = split_boundaries(arg["algorithm"], lo, hi, topics=topics, topic_count=len(records),
+                                    positions=positions, conf=conf)
+            out["splitBoundaries"] = [int(c) for c in cuts]
         elif isinstance(action, dict) and "selectBrokerForAssignment" in action:
             # decide's own assign: ModularLoadManagerImpl.selectBrokerForAssignment (the whole pipeline)
             for bundle, picked in tick.manager.assign(action["selectBrokerForAssignment"], ld):
@@ -151,6 +162,10 @@ def compare(strategy: str, java: dict[str, Any], kernel: dict[str, Any]) -> list
         a, b = js_[key], ks_[key]
         if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not _close(float(a), float(b)):
             diffs.append(f"stats.{key}: pulsar {a!r} lbreplay {b!r}")
+    if "splitBoundaries" in kernel:  # NamespaceBundleSplitAlgorithm.getSplitBoundary: null = no boundary
+        jb = [int(x) for x in (java.get("oracle") or {}).get("splitBoundaries") or []]
+        if jb != kernel["splitBoundaries"]:
+            diffs.append(f"splitBoundaries: pulsar {jb} lbreplay {kernel['splitBoundaries']}")
     if java.get("skip") != kernel.get("skip"):
         diffs.append(f"skip: pulsar {java.get('skip')} lbreplay {kernel.get('skip')}")
     jf = {} if tie_broken else (java.get("oracle") or {}).get("figures") or {}

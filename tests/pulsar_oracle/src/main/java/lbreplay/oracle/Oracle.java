@@ -63,6 +63,7 @@ import org.mockito.Mockito;
  *       {@code ModularLoadManagerImpl.selectBrokerForAssignment} (namespace isolation policies, max-topics filter,
  *       anti-affinity groups and failure domains, even spread, broker filters, overload re-check, preallocation),
  *       see {@link Pipeline}.</li>
+ *   <li>{@code {"splitBoundary": {...}}}: one split algorithm's boundaries, see {@link SplitAlgorithms}.</li>
  *   <li>{@code "split"}: {@code BundleSplitterTask.findBundlesToSplit(loadData, pulsar)} with a mocked
  *       {@code PulsarService} whose {@code NamespaceService.getBundleCount} answers from
  *       {@code namespaces.<ns>.boundaries}.</li>
@@ -165,6 +166,8 @@ public final class Oracle {
                 shed(inst, conf, loadData, now, resp);
             } else if (a.isTextual() && a.asText().equals("split")) {
                 split(inst, conf, loadData, req.path("namespaces"), resp);
+            } else if (a.isObject() && a.has("splitBoundary")) {
+                SplitAlgorithms.boundary(conf, a.get("splitBoundary"), resp);
             } else if (a.isObject() && a.has("selectBrokerForAssignment")) {
                 Pipeline.assign(inst, conf, loadData, req, a.get("selectBrokerForAssignment"), resp);
             } else if (a.isObject() && a.has("assign")) {
