@@ -395,7 +395,7 @@ class Generator:
                 if r > 0.95:  # listed in a second domain: the last listed (name order) wins
                     domains.setdefault("domain-9", {"brokers": []})["brokers"].append(bid)
             req["failureDomains"] = domains
-        if prof.broker_class_filter and rng.random() < 0.2:
+        if rng.random() < 0.2:  # PIP-380: honoured from 4.1 only (VersionProfile.shedding_excluded_namespaces)
             conf["loadBalancerSheddingExcludedNamespaces"] = [new_ns[0]]
         req["actions"] = [{"selectBrokerForAssignment": assign}]
         return Case("PlacementPipeline", [req])
