@@ -73,7 +73,8 @@ def test_hand_made_sample_replays_as_report_versions(spark: Any, lake: str) -> N
     is one tick per version, turned into the leader's held view: the first write holds broker-1 only, the third all
     three, and from then on every tick holds all 3 brokers with the bundles of their latest reports: 7 while
     public/default/0x80000000_0xc0000000 moves (broker-2's 12:01 report dropped it, broker-3's next one lists it),
-    9 after broker-1's split. A generator-style history (every broker at each whole minute) is not versioned."""
+    9 after broker-1's split. A generator-style history (every broker at each tick, on whole seconds, whatever its
+    tick_seconds) is not versioned; one row at a millisecond makes it versions."""
     from datetime import datetime
 
     from lbreplay.lake.ingest import ingest
@@ -88,6 +89,8 @@ def test_hand_made_sample_replays_as_report_versions(spark: Any, lake: str) -> N
     assert [t.ts_ms - first for t in ticks] == [m * 60_000 + s for m in range(3) for s in (5_217, 17_903, 33_412)]
     assert [int(t.alive.sum()) for t in ticks] == [1, 2, 3, 3, 3, 3, 3, 3, 3]
     assert [len(t.bundle_names) for t in ticks] == [3, 6, 8, 8, 7, 8, 9, 9, 9]
-    minutes = spark.createDataFrame([(datetime(2023, 8, 2, 12, m),) for m in range(3)], "ts TIMESTAMP")
-    assert not is_versioned(minutes)
-    assert is_versioned(minutes.union(spark.createDataFrame([(datetime(2023, 8, 2, 12, 3, 5),)], "ts TIMESTAMP")))
+    ticks_30s = spark.createDataFrame([(datetime(2023, 8, 2, 12, m, s),) for m in range(3) for s in (0, 30)],
+                                      "ts TIMESTAMP")
+    assert not is_versioned(ticks_30s)
+    report = spark.createDataFrame([(datetime(2023, 8, 2, 12, 3, 5, 217_000),)], "ts TIMESTAMP")
+    assert is_versioned(ticks_30s.union(report))
