@@ -3,8 +3,8 @@
 Source: issue 5, item 3 — "a full ``dag.test()`` run against local Spark on the sample data that produces the
 report"; done when "the DAG run leaves a report and run rows in the lake"; the DAG passes "the data interval as
 arguments" and its tasks are idempotent. The cluster is the shipped ``sample-modular`` entry with a test-only
-``clusters.yaml``: its dump directory holds the sample (``data/samples/modular-3brokers``: 3 brokers, 3 snapshots
-on 2023-08-02) plus the same dumps one day later (2023-08-03), and a 2-point candidate grid keeps the sweep small.
+``clusters.yaml``: its dump directory holds the sample (``data/samples/modular-3brokers``: 3 brokers, 3 reports
+each on 2023-08-02) plus the same dumps one day later (2023-08-03), and a 2-point candidate grid keeps the sweep small.
 The run's logical date 2023-08-03 00:00 UTC makes its data interval the day 2023-08-02: every run id ends in
 ``20230802``, ingest loads only that day's 9 reports of the 18, and every run records that window.
 
@@ -134,8 +134,8 @@ def test_lake_has_the_run_rows(daily: dict[str, Any]) -> None:
     for r in runs.values():
         assert r["cluster"] == CLUSTER
         assert r["status"] == "succeeded"
-        assert r["ticks"] == 3  # the sample's three snapshots
-        assert r["broker_ticks"] == 9  # 3 brokers x 3 ticks
+        assert r["ticks"] == 9  # the sample's 9 report versions (3 brokers x 3 minutes, each at its own second)
+        assert r["broker_ticks"] == 24  # brokers held after each write: 1, 2, then 3 x 7
     base = json.loads(runs[BASELINE]["config"])
     assert str(base["loadBalancerBrokerThresholdShedderPercentage"]) == "10"
     assert base["loadBalancerLoadSheddingStrategy"].endswith(".ThresholdShedder")
@@ -158,7 +158,7 @@ def test_rerunning_the_day_is_idempotent(daily: dict[str, Any]) -> None:
     runs = daily["runs"]
     assert {k: (v["copies"], v["rewritten"]) for k, v in runs.items()} == {
         BASELINE: (1, True), **{rid: (1, False) for rid in SWEEP}}
-    assert (runs[BASELINE]["ticks"], runs[BASELINE]["broker_ticks"]) == (3, 9)
+    assert (runs[BASELINE]["ticks"], runs[BASELINE]["broker_ticks"]) == (9, 24)
 
 
 def test_no_single_process_metastore_in_the_lake(daily: dict[str, Any]) -> None:

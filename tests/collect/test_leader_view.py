@@ -52,11 +52,12 @@ def test_view_at_each_shedding_time(tmp_path: Path) -> None:
     assert dropped == {(110_000, P, A, B), (170_000, P, A, B), (170_000, X, A, B)}
     rows = read_dumps(view, "v").rows
     seen = {(int(r["ts"].timestamp() * 1000) - M0, r["broker"], r["bundle"]) for r in rows["bundle_load"]}
-    assert seen == {(0, A, P), (0, A, X), (60_000, A, X), (60_000, B, C1), (60_000, B, C2),
-                    (120_000, B, X), (120_000, B, C1), (120_000, B, C2)}
+    # each view at its shedding time (minute + phase), every held report stamped with it
+    assert seen == {(50_000, A, P), (50_000, A, X), (110_000, A, X), (110_000, B, C1), (110_000, B, C2),
+                    (170_000, B, X), (170_000, B, C1), (170_000, B, C2)}
     a_tick1 = json.loads(next((view / "loadbalance/brokers/127.0.0.1_18081").glob(f"{M0 + 110_000:013d}-*")).read_bytes())
     assert a_tick1["lastUpdate"] == M0 + 110_000 and a_tick1["recordedLastUpdate"] == M0 + 10_000 - 5
-    assert sorted(r["broker"] for r in rows["broker_load"] if int(r["ts"].timestamp() * 1000) == M0 + 120_000) == [A, B]
+    assert sorted(r["broker"] for r in rows["broker_load"] if int(r["ts"].timestamp() * 1000) == M0 + 170_000) == [A, B]
 
 
 def test_shedding_phase_is_the_median_phase() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -12,16 +13,11 @@ import pytest
 from lbreplay.collect.audit_check import check, leader_decisions
 from lbreplay.collect.layout import read_json_lines
 from lbreplay.collect.leader_log import parse_leader_log
+from lbreplay.collect.leader_view import recorded_versions
 from lbreplay.lake.ingest import read_dumps
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "samples" / "real-modular-3brokers"
 BROKERS = {"127.0.0.1:18081", "127.0.0.1:18082", "127.0.0.1:18083"}
-
-
-PENDING = ("ingest still truncates a report's time to the minute (lake ingest tick_of), so two versions of one "
-           "broker's report in one minute collide (broker_load.unique_key) and the replay sees minute snapshots. With "
-           "ts = the exact lastUpdate (tried: a one-line change in tick_of) validation passes and this audit matches "
-           "the leader's 4 splits with 0 differences; it lands after the lake modules' split (issue 12 item 4)")
 
 
 def test_every_recorded_version_is_ingested() -> None:
@@ -44,13 +40,19 @@ def test_every_recorded_version_is_ingested() -> None:
     assert max(per_minute.values()) >= 2
 
 
-
-@pytest.mark.xfail(reason=PENDING, strict=False)
 def test_each_version_is_ingested_at_its_own_time() -> None:
-    """Each report version is one row at its own lastUpdate, to the millisecond (what the replay orders by)."""
+    """Each report version is one row at its own lastUpdate, to the millisecond (what the replay orders by): the
+    recorded versions' times are exactly the rows' times, and two versions of one broker in one minute are two
+    rows."""
     rows = read_dumps(SAMPLE, "real").rows["broker_load"]
     assert len({(r["broker"], r["ts"]) for r in rows}) == len(rows)
+    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    written = sorted((r["broker"], (r["ts"] - epoch) // timedelta(milliseconds=1)) for r in rows)
+    reports = sorted((b, json.loads(v.path.read_bytes())["lastUpdate"])
+                     for b, vs in recorded_versions(SAMPLE, "brokers").items() for v in vs)
+    assert written == reports
     assert any(r["ts"].microsecond for r in rows)
+    assert max(Counter((b, ms // 60_000) for b, ms in written).values()) >= 2
 
 
 def test_leader_decisions_of_the_recording() -> None:
@@ -63,7 +65,6 @@ def test_leader_decisions_of_the_recording() -> None:
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(reason=PENDING, strict=False)
 def test_audit_reproduces_the_leaders_decisions(spark, lake: str, tmp_path: Path) -> None:
     """``ingest`` -> ``validate`` -> ``replay --mode observed --broker-conf`` on the raw recording: validation accepts
     what the healthy cluster wrote (report versions at their own times, a bundle in two reports, ranges overlapping

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import math
 import shutil
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lbreplay.errors import InvalidInputError, UsageError
 from lbreplay.lake import dump_rows, dump_tree
@@ -74,19 +76,23 @@ def _utc(*args: int) -> datetime:
     return datetime(*args, tzinfo=timezone.utc)
 
 
+EPOCH = _utc(1970, 1, 1)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # pure Python
 
 
 def test_doc_sample_local_broker_data(tmp_path: Path) -> None:
-    """PULSAR-LB-SPEC.md §1.2 sample: broker id from webServiceUrl, tick = lastUpdate 12:36:56.792 truncated to the
-    minute, the lastStats entry becomes a bundle_load row with its range parsed from the name."""
+    """PULSAR-LB-SPEC.md §1.2 sample: broker id from webServiceUrl, ts = lastUpdate 12:36:56.792 exactly (the
+    report version's own time), the lastStats entry becomes a bundle_load row at the same ts with its range parsed
+    from the name."""
     _write(tmp_path / "dump" / "report.json", DOC_SAMPLE)
     dump = ing.read_dumps(tmp_path / "dump", "c1")
     (row,) = dump.rows["broker_load"]
     assert row["broker"] == "broker-1:8080"
-    assert row["ts"] == _utc(2023, 8, 2, 12, 36)
-    assert row["last_update"] == datetime.fromtimestamp(1690979816.792, tz=timezone.utc)
+    assert row["ts"] == _utc(2023, 8, 2, 12, 36, 56, 792_000)
+    assert row["last_update"] == row["ts"]
     assert (row["cpu_usage"], row["cpu_limit"]) == (7.31, 800.0)
     assert (row["bandwidth_out_usage"], row["bandwidth_out_limit"]) == (0.71, 1.0e7)
     assert (row["num_topics"], row["num_bundles"], row["num_consumers"], row["num_producers"]) == (1, 1, 2, 0)
@@ -131,10 +137,22 @@ def test_timestamp_patterns(name: str, ms: int | None) -> None:
     assert dump_tree.timestamp_from_name(name) == ms
 
 
-def test_tick_truncates_to_the_minute() -> None:
-    """One leader refresh per minute: 12:00:59.999 and 12:00:00.000 are the same tick, 12:01:00.000 the next."""
-    assert dump_tree.tick_of(1690977659999) == dump_tree.tick_of(1690977600000) == _utc(2023, 8, 2, 12, 0)
+def test_tick_is_the_exact_report_time() -> None:
+    """The leader acts on report versions: 12:00:59.999, 12:00:00.000 and 12:00:00.001 are three ticks, each at its
+    own millisecond (two versions of one broker's report written in one minute no longer collide)."""
+    assert dump_tree.tick_of(1690977659999) == _utc(2023, 8, 2, 12, 0, 59, 999_000)
+    assert dump_tree.tick_of(1690977600000) == _utc(2023, 8, 2, 12, 0)
+    assert dump_tree.tick_of(1690977600001) == _utc(2023, 8, 2, 12, 0, 0, 1_000)
     assert dump_tree.tick_of(1690977660000) == _utc(2023, 8, 2, 12, 1)
+
+
+@given(st.integers(min_value=1, max_value=253_402_300_799_999))  # to 9999-12-31T23:59:59.999Z
+def test_tick_keeps_every_millisecond(ms: int) -> None:
+    """Built from integer milliseconds, no float rounding: the tick is ``ms`` after the epoch, to the millisecond,
+    and a whole number of milliseconds (Spark's microsecond timestamps store it exactly)."""
+    t = dump_tree.tick_of(ms)
+    assert (t - EPOCH) // timedelta(milliseconds=1) == ms
+    assert t.microsecond % 1000 == 0 and t.tzinfo == timezone.utc
 
 
 def test_names_from_paths_and_urls() -> None:
@@ -162,8 +180,10 @@ def test_names_from_paths_and_urls() -> None:
 
 
 def test_read_modular_sample() -> None:
-    """data/samples/modular-3brokers: 3 brokers x 3 reports; bundles 3+3+2 at 12:00 and 12:01, 4+2+3 at 12:02
-    (split of public/default/0x00000000_0x40000000); 9 BundleData and 3 TimeAverageBrokerData written at 12:02:45."""
+    """data/samples/modular-3brokers: 3 brokers x 3 reports, each at its own lastUpdate (broker-1 at :05.217,
+    broker-2 at :17.903, broker-3 at :33.412 of 12:00, 12:01 and 12:02); bundles 3+3+2 in the 12:00 and 12:01
+    reports, 4+2+3 at 12:02 (split of public/default/0x00000000_0x40000000); 9 BundleData and 3
+    TimeAverageBrokerData written at 12:02:45 (their directory's stamp): 10 distinct times in all."""
     dump = ing.read_dumps(MODULAR, "c1")
     assert dump.files == 21
     assert dump.reports == {
@@ -181,10 +201,15 @@ def test_read_modular_sample() -> None:
         "broker_load_data_ext": 0,
         "top_bundles_load_data": 0,
     }
-    assert dump.ticks == 3
+    assert dump.ticks == 10
     assert sorted({r["broker"] for r in dump.rows["broker_load"]}) == ["broker-1:8080", "broker-2:8080", "broker-3:8080"]
+    b2 = sorted(r["ts"] for r in dump.rows["broker_load"] if r["broker"] == "broker-2:8080")
+    assert b2 == [_utc(2023, 8, 2, 12, m, 17, 903_000) for m in (0, 1, 2)]
+    assert {(r["broker"], r["ts"]) for r in dump.rows["bundle_load"]} == {
+        (r["broker"], r["ts"]) for r in dump.rows["broker_load"]}  # a report's lastStats share its time
     tad = {r["broker"]: r for r in dump.rows["broker_time_average"]}
-    assert tad["broker-1:8080"]["ts"] == _utc(2023, 8, 2, 12, 2)
+    assert tad["broker-1:8080"]["ts"] == _utc(2023, 8, 2, 12, 2, 45)
+    assert {r["ts"] for r in dump.rows["bundle_data"]} == {_utc(2023, 8, 2, 12, 2, 45)}
     bd = {r["bundle"]: r for r in dump.rows["bundle_data"]}
     child = bd["public/default/0x00000000_0x20000000"]
     assert (child["short_max_samples"], child["short_num_samples"], child["long_max_samples"]) == (10, 1, 1000)
@@ -192,17 +217,19 @@ def test_read_modular_sample() -> None:
 
 
 def test_read_extensible_sample() -> None:
-    """data/samples/extensible-3brokers: BrokerLoadData ts from updatedAt, TopBundlesLoadData ts from the file name;
-    broker ids from the host_port directories; list order kept."""
+    """data/samples/extensible-3brokers: BrokerLoadData ts = its exact updatedAt (9 times), TopBundlesLoadData ts
+    from the file name (12:00, 12:01, 12:02): 12 distinct times; broker ids from the host_port directories; list
+    order kept."""
     dump = ing.read_dumps(EXTENSIBLE, "c1")
     assert len(dump.rows["broker_load_data_ext"]) == 9
     assert len(dump.rows["top_bundles_load_data"]) == 25
-    assert dump.rows["broker_load"] == [] and dump.ticks == 3
+    assert dump.rows["broker_load"] == [] and dump.ticks == 12
     ext = dump.rows["broker_load_data_ext"]
-    b2 = [r for r in ext if r["broker"] == "broker-2:8080" and r["ts"] == _utc(2023, 8, 2, 12, 1)]
+    b2 = [r for r in ext if r["broker"] == "broker-2:8080" and r["ts"] == _utc(2023, 8, 2, 12, 1, 6, 903_000)]
     assert len(b2) == 1
     assert b2[0]["bundle_count"] == 2 and b2[0]["cpu_limit"] == 800.0
-    assert b2[0]["updated_at"] == datetime.fromtimestamp(1690977666.903, tz=timezone.utc)
+    assert b2[0]["updated_at"] == b2[0]["ts"]
+    assert b2[0]["reported_at"] == _utc(2023, 8, 2, 12, 1, 7, 115_000)
     tops = dump.rows["top_bundles_load_data"]
     top = [r for r in tops if r["broker"] == "broker-1:8080" and r["ts"] == _utc(2023, 8, 2, 12, 0)]
     assert [r["position"] for r in top] == [0, 1, 2]
@@ -227,8 +254,8 @@ def test_map_file_keys_are_broker_ids(tmp_path: Path) -> None:
     _write(tmp_path / "d" / "all.json", {"broker-2:8080": bld, "broker-1:8080": {**bld, "updatedAt": 1690977665000}})
     rows = ing.read_dumps(tmp_path / "d", "c1").rows["broker_load_data_ext"]
     assert [(r["broker"], r["ts"]) for r in rows] == [
-        ("broker-1:8080", _utc(2023, 8, 2, 12, 1)),
-        ("broker-2:8080", _utc(2023, 8, 2, 12, 0)),
+        ("broker-1:8080", _utc(2023, 8, 2, 12, 1, 5)),
+        ("broker-2:8080", _utc(2023, 8, 2, 12, 0, 5, 217_000)),
     ]
     assert rows[0]["reported_at"] is None and rows[0]["msg_rate_out"] == 4.0
 
@@ -362,16 +389,17 @@ def test_window_predicate_bounds_ts_and_the_date_partitions() -> None:
 
 
 def test_in_window_keeps_only_the_window_ticks() -> None:
-    """Modular sample, window [12:01, 12:02): the 12:01 tick only — 3 LocalBrokerData rows and their 8 lastStats
-    bundles (3+3+2); BundleData / TimeAverageBrokerData (written 12:02:45) are outside. A window before the sample
-    is a usage error naming the flags."""
+    """Modular sample, window [12:01, 12:02): the three reports written in that minute (12:01:05.217, 12:01:17.903,
+    12:01:33.412) — 3 LocalBrokerData rows and their 8 lastStats bundles (3+3+2); BundleData / TimeAverageBrokerData
+    (written 12:02:45) are outside. A window before the sample is a usage error naming the flags."""
     from lbreplay.lake.window import window_from_flags
 
     dump = ing.read_dumps(MODULAR, "c1")
     kept = ing.in_window(dump, window_from_flags("2023-08-02T12:01:00Z", "2023-08-02T12:02:00Z",
                                                  ("--since", "--until")), MODULAR)
     assert {k: len(v) for k, v in kept.rows.items() if v} == {"broker_load": 3, "bundle_load": 8}
-    assert {r["ts"] for rows in kept.rows.values() for r in rows} == {_utc(2023, 8, 2, 12, 1)}
+    assert {r["ts"] for rows in kept.rows.values() for r in rows} == {
+        _utc(2023, 8, 2, 12, 1, 5, 217_000), _utc(2023, 8, 2, 12, 1, 17, 903_000), _utc(2023, 8, 2, 12, 1, 33, 412_000)}
     assert kept.outside == 9 + 25 + 9 + 3 - 11
     with pytest.raises(UsageError, match=r"--since/--until: no snapshot .* falls in \[2023-08-01T00:00:00Z"):
         ing.in_window(dump, window_from_flags("2023-08-01", "2023-08-02", ("--since", "--until")), MODULAR)
@@ -417,12 +445,11 @@ def test_ingest_modular_sample_into_lake(spark, lake) -> None:
 
     bl = table("broker_load")
     assert bl.count() == 9
+    # each report version at its own lastUpdate, to the millisecond
     assert [r[0] for r in bl.select("ts").distinct().orderBy("ts").collect()] == [
-        _utc(2023, 8, 2, 12, 0).replace(tzinfo=None),
-        _utc(2023, 8, 2, 12, 1).replace(tzinfo=None),
-        _utc(2023, 8, 2, 12, 2).replace(tzinfo=None),
+        datetime(2023, 8, 2, 12, m, s, us) for m in (0, 1, 2) for s, us in ((5, 217_000), (17, 903_000), (33, 412_000))
     ]
-    got = bl.where("broker = 'broker-1:8080' AND ts = '2023-08-02 12:00:00'").select(
+    got = bl.where("broker = 'broker-1:8080' AND ts = '2023-08-02 12:00:05.217'").select(
         "cpu_usage", "cpu_limit", "memory_limit", "num_bundles", "num_topics", "last_update", "date"
     )
     expected = spark.createDataFrame(
@@ -433,7 +460,7 @@ def test_ingest_modular_sample_into_lake(spark, lake) -> None:
 
     bundles = table("bundle_load")
     assert bundles.count() == 25
-    split = bundles.where("ts = '2023-08-02 12:02:00' AND namespace = 'public/default'").select(
+    split = bundles.where("date_trunc('minute', ts) = '2023-08-02 12:02:00' AND namespace = 'public/default'").select(
         "broker", "range_lower", "range_upper"
     )
     assert sorted(tuple(r) for r in split.collect()) == [
@@ -443,7 +470,7 @@ def test_ingest_modular_sample_into_lake(spark, lake) -> None:
         ("broker-3:8080", 0x80000000, 0xC0000000),  # moved from broker-2 at 12:01
         ("broker-3:8080", 0xC0000000, 0xFFFFFFFF),
     ]
-    neg = bundles.where("bundle = 'my-tenant/my-namespace/0x40000000_0x80000000' AND ts = '2023-08-02 12:00:00'")
+    neg = bundles.where("bundle = 'my-tenant/my-namespace/0x40000000_0x80000000' AND ts = '2023-08-02 12:00:17.903'")
     got_neg = [tuple(r) for r in neg.select("broker", "msg_rate_in", "consumer_count").collect()]
     assert got_neg == [("broker-2:8080", 405.9, 7)]
     bd = table("bundle_data")
@@ -529,4 +556,5 @@ def test_ingest_window_replaces_only_its_days(spark, lake, tmp_path: Path) -> No
     check("broker_load", [(date(2023, 8, 2), 3), (date(2023, 8, 3), 7)])
     check("bundle_data", [(date(2023, 8, 3), 9)])  # written 12:02:45, outside the window: untouched
     bl = spark.read.format("delta").load(f"{lake}/broker_load").where(F.col("cluster") == cluster)
-    assert [r.broker for r in bl.where("ts = '2023-08-03 12:01:00'").collect()] == ["broker-1:8080"]
+    assert [(r.broker, r.ts) for r in bl.where("date_trunc('minute', ts) = '2023-08-03 12:01:00'").collect()] == [
+        ("broker-1:8080", datetime(2023, 8, 3, 12, 1, 5, 217_000))]

@@ -261,8 +261,9 @@ def test_generator_style_tables(spark, lake) -> None:
 
 
 def test_extensible_sample_passes(spark, lake) -> None:
-    """The extensible sample (BrokerLoadData + TopBundlesLoadData) validates; every top-bundle reporter has a
-    BrokerLoadData row at the same tick."""
+    """The extensible sample (BrokerLoadData + TopBundlesLoadData) validates: every top-bundle reporter has a
+    BrokerLoadData row in the same minute (TopBundlesLoadData at its file's 12:0m:00, BrokerLoadData at its own
+    updatedAt a few seconds later: two reports, each at its own time)."""
     ing.ingest(spark, lake, EXTENSIBLE, "val_ext")
     report = val.validate(spark, lake, "val_ext")
     assert report.passed, report.details()

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import numpy as np
+import pytest
 from lbreplay.replay.records import ObservedTick
 from lbreplay.replay.tick_stream import held_reports
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _version(tick: int, ts: int, broker: int, bundles: dict[str, float], nb: int = 3) -> ObservedTick:
@@ -58,3 +64,33 @@ def test_a_report_older_than_the_hold_counts_as_its_broker_gone() -> None:
     assert out[3].bundle_names == [B]
     kept = list(held_reports(iter(stream), 3))  # no hold: every broker that wrote stays
     assert kept[3].alive.tolist()[:2] == [True, True]
+
+
+@pytest.mark.spark
+def test_hand_made_sample_replays_as_report_versions(spark: Any, lake: str) -> None:
+    """data/samples/modular-3brokers ingested: each broker writes at its own second of the minute (broker-1 :05.217,
+    broker-2 :17.903, broker-3 :33.412), so broker_load holds report versions (not whole minutes) and the tick stream
+    is one tick per version, turned into the leader's held view: the first write holds broker-1 only, the third all
+    three, and from then on every tick holds all 3 brokers with the bundles of their latest reports: 7 while
+    public/default/0x80000000_0xc0000000 moves (broker-2's 12:01 report dropped it, broker-3's next one lists it),
+    9 after broker-1's split. A generator-style history (every broker at each tick, on whole seconds, whatever its
+    tick_seconds) is not versioned; one row at a millisecond makes it versions."""
+    from datetime import datetime
+
+    from lbreplay.lake.ingest import ingest
+    from lbreplay.replay.preparation import input_versions, is_versioned, prepare
+    from lbreplay.replay.tick_stream import ticks_from_stream
+
+    ingest(spark, lake, REPO / "data" / "samples" / "modular-3brokers", "ts_versions")
+    _, manifest = prepare(spark, lake, "ts_versions", input_versions(spark, lake, "ts_versions"), use_topics=False)
+    assert manifest.versioned and manifest.broker_ids == ["broker-1:8080", "broker-2:8080", "broker-3:8080"]
+    ticks = list(ticks_from_stream(manifest, hold_ms=16 * 60_000))
+    first = 1_690_977_600_000  # 2023-08-02T12:00:00Z
+    assert [t.ts_ms - first for t in ticks] == [m * 60_000 + s for m in range(3) for s in (5_217, 17_903, 33_412)]
+    assert [int(t.alive.sum()) for t in ticks] == [1, 2, 3, 3, 3, 3, 3, 3, 3]
+    assert [len(t.bundle_names) for t in ticks] == [3, 6, 8, 8, 7, 8, 9, 9, 9]
+    ticks_30s = spark.createDataFrame([(datetime(2023, 8, 2, 12, m, s),) for m in range(3) for s in (0, 30)],
+                                      "ts TIMESTAMP")
+    assert not is_versioned(ticks_30s)
+    report = spark.createDataFrame([(datetime(2023, 8, 2, 12, 3, 5, 217_000),)], "ts TIMESTAMP")
+    assert is_versioned(ticks_30s.union(report))

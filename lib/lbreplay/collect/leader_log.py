@@ -11,7 +11,8 @@
   not a decision the comparison counts.
 
 Lines may carry a prefix (e.g. the broker id the log came from) before the log4j timestamp. A decision's tick is
-its time truncated to the minute (UTC), as ``ingest`` truncates report times (``lbreplay.lake.ingest.tick_of``).
+its time truncated to the minute (UTC): the comparison matches the leader's and the audit's decisions per minute
+(the audit decides at the exact times of the report versions ``ingest`` keeps, the leader logs a few ms later).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ leader, so all its cycles share one phase within the minute; the decisions in th
 
 :func:`write_leader_view` writes, for each minute of the recording, the versions held at that minute's shedding
 time, each broker report stamped with that time (its own ``lastUpdate`` kept in ``recordedLastUpdate``), so the
-one-report-per-broker-per-minute ticks that ``ingest`` builds are exactly the leader's views. A bundle listed by
+ticks ``ingest`` builds (one per shedding time, every held report at it) are exactly the leader's views. A bundle listed by
 two brokers (the old owner's report still lists a bundle just unloaded or split) or overlapping another's range is
 kept only in the most recently written report -- the newest claim, the one the leader's ownership follows. This
 is an interim adapter for today's validation (one owner per bundle, tiled ranges); its counts of dropped stale

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from lbreplay.lake.dump_tree import (
     detect_kind,
     load_json,
     snapshot_tick,
+    tick_of,
 )
 from lbreplay.lake.tables import BROKER_LOAD, BUNDLE_LOAD, RESOURCES, Table
 
@@ -71,7 +72,7 @@ def split_bundle(name: str) -> tuple[str | None, int | None, int | None]:
 def _utc(ms: int | None) -> datetime | None:
     if ms is None or ms <= 0:
         return None
-    return datetime.fromtimestamp(ms / 1000.0, tz=timezone.utc)
+    return tick_of(ms)
 
 
 @dataclass

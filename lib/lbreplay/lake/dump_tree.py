@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -172,8 +172,11 @@ def timestamp_from_path(rel: Path, root: Path) -> int | None:
 
 
 def tick_of(ms: int) -> datetime:
-    """Snapshot time -> tick: epoch milliseconds truncated to the minute, as a UTC datetime."""
-    return datetime.fromtimestamp((ms // 60_000) * 60, tz=timezone.utc)
+    """Snapshot time -> tick: epoch milliseconds as the exact UTC datetime, built from integers (no float rounding).
+
+    Each report version is its own tick, at the time its broker wrote it (``LocalBrokerData.lastUpdate``,
+    ``System.currentTimeMillis()``): the leader acts on versions, not on minutes."""
+    return datetime.fromtimestamp(ms // 1000, tz=timezone.utc) + timedelta(milliseconds=ms % 1000)
 
 
 def snapshot_tick(node: JsonObject, src: DumpSource, report_ms: int | None) -> tuple[datetime, int]:

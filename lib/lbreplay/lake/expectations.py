@@ -20,12 +20,13 @@ rule                       meaning (GE expectation)
 ``bundle_name_format``     ``tenant/ns/0x%08x_0x%08x`` in lower-case hex (ExpectColumnValuesToMatchRegex)
 ``range_lower_lt_upper``   range_upper > range_lower (ExpectColumnPairValuesAToBeGreaterThanB)
 ``bundle_name_consistent`` namespace / range_lower / range_upper agree with the bundle name (flag)
-``ranges_tile_namespace``  per (cluster, ts, namespace) the ranges tile [0x00000000, 0xffffffff] with no gap or
-                           overlap (flag: the row where the gap/overlap is seen); a **warning**: real dumps
-                           overlap around splits and while a bundle moves (two brokers list it in one tick),
-                           and leave gaps while an unloaded bundle waits for its next owner (DESIGN.md §4)
-``reporting_broker_alive`` the reporting broker has a broker_load (extensible: broker_load_data_ext) row at that
-                           ts (flag)
+``ranges_tile_namespace``  per (cluster, minute, namespace), over each broker's latest report of the minute, the
+                           ranges tile [0x00000000, 0xffffffff] with no gap or overlap (flag: the row where the
+                           gap/overlap is seen); a **warning**: real dumps overlap around splits and while a
+                           bundle moves (two brokers list it in one tick), and leave gaps while an unloaded bundle
+                           waits for its next owner (DESIGN.md §4)
+``reporting_broker_alive`` the reporting broker has a broker_load row at that ts (extensible: a
+                           broker_load_data_ext row in that minute) (flag)
 ``max_samples_positive``   BundleData maxSamples >= 1 (0 makes Pulsar's TimeAverageMessageData divide by zero)
 ``num_samples_within_max`` 0 <= numSamples <= maxSamples (ExpectColumnPairValuesAToBeGreaterThanB or_equal)
 ``topic_name_format``      ``persistent://tenant/ns/topic`` (or non-persistent)
@@ -194,14 +195,23 @@ def _finite_builder(cols: tuple[str, ...]) -> Builder:
     return build
 
 
+def _minute(ts: str = "ts") -> Column:
+    return F.date_trunc("minute", F.col(ts))
+
+
 def _tiling_build(df: DataFrame, ctx: SuiteContext) -> DataFrame:
-    """Per (cluster, ts, namespace), ranges sorted by lower bound must chain from 0x00000000 to 0xffffffff:
-    each lower bound equals the highest upper bound before it (NamespaceBundles: boundaries partition the ring)."""
-    w = Window.partitionBy("cluster", "ts", "namespace").orderBy("range_lower", "range_upper", "bundle")
+    """Per (cluster, minute, namespace), over each broker's latest report of the minute (report versions sit at
+    their own times; a snapshot lists every broker at one time), ranges sorted by lower bound must chain from
+    0x00000000 to 0xffffffff: each lower bound equals the highest upper bound before it (NamespaceBundles:
+    boundaries partition the ring). Rows of a broker's earlier versions in the minute are not checked."""
+    latest = F.max("ts").over(Window.partitionBy("cluster", "_minute", "broker"))
+    df = df.withColumn("_minute", _minute()).withColumn("_stale", F.col("ts") < latest)
+    # the minute's earlier versions sort last and take no part: no max over them, no lead onto them
+    w = Window.partitionBy("cluster", "_minute", "namespace").orderBy("_stale", "range_lower", "range_upper", "bundle")
     lo, hi = F.col("range_lower"), F.col("range_upper")
     prev = F.max(hi).over(w.rowsBetween(Window.unboundedPreceding, -1))
-    nxt = F.lead(lo).over(w)
-    valid = lo.isNotNull() & hi.isNotNull()
+    nxt = F.lead(F.when(~F.col("_stale"), lo)).over(w)
+    valid = lo.isNotNull() & hi.isNotNull() & ~F.col("_stale")
     end = F.greatest(hi, F.coalesce(prev, hi))
 
     def say(*parts: Any) -> Column:
@@ -214,18 +224,27 @@ def _tiling_build(df: DataFrame, ctx: SuiteContext) -> DataFrame:
         .when(prev.isNotNull() & (lo > prev), say("gap: ", _hex(prev), " to ", _hex(lo), " not covered"))
         .when(nxt.isNull() & (end != F.lit(MAX_HASH)), say("gap: the last range ends at ", _hex(end), ", not 0xffffffff"))
     )
-    return df.withColumn("_v_ranges_tile_namespace", v.cast("string"))
+    return df.withColumn("_v_ranges_tile_namespace", v.cast("string")).drop("_minute", "_stale")
 
 
-def _alive_builder(ref: Table) -> Builder:
+def _alive_builder(ref: Table, per_minute: bool = False) -> Builder:
+    """The reporting broker has a ``ref`` row at the row's ts (rows of one report share its time) or, with
+    ``per_minute``, in the row's minute (a separate report written at its own time, e.g. TopBundlesLoadData beside
+    BrokerLoadData: ``TopBundleLoadDataReporter`` and ``BrokerLoadDataReporter`` write independently)."""
+    key = "_minute" if per_minute else "ts"
+    where = "in this minute" if per_minute else "at this ts"
+
     def build(df: DataFrame, ctx: SuiteContext) -> DataFrame:
         frame = ctx.frames.get(ref.name)
         if frame is None:
             frame = ctx.spark.createDataFrame([], "cluster STRING, ts TIMESTAMP, broker STRING")
-        alive = frame.select("cluster", "ts", "broker").distinct().withColumn("_alive", F.lit(True))
-        joined = df.join(alive, ["cluster", "ts", "broker"], "left")
-        msg = F.concat(F.lit(f"no {ref.name} row for broker "), F.col("broker"), F.lit(" at this ts"))
-        return joined.withColumn("_v_reporting_broker_alive", F.when(F.col("_alive").isNull(), msg)).drop("_alive")
+        if per_minute:
+            frame, df = frame.withColumn("_minute", _minute()), df.withColumn("_minute", _minute())
+        alive = frame.select("cluster", key, "broker").distinct().withColumn("_alive", F.lit(True))
+        joined = df.join(alive, ["cluster", key, "broker"], "left")
+        msg = F.concat(F.lit(f"no {ref.name} row for broker "), F.col("broker"), F.lit(f" {where}"))
+        flagged = joined.withColumn("_v_reporting_broker_alive", F.when(F.col("_alive").isNull(), msg))
+        return flagged.drop("_alive", "_minute")
 
     return build
 
@@ -380,7 +399,7 @@ SUITES: dict[str, tuple[Rule, ...]] = {
         *_bundle_rules(),
         *_non_negative(*_STATS),
         *_finite(TOP_BUNDLES_LOAD_DATA),
-        Rule("reporting_broker_alive", "flag", ("broker",), build=_alive_builder(BROKER_LOAD_DATA_EXT)),
+        Rule("reporting_broker_alive", "flag", ("broker",), build=_alive_builder(BROKER_LOAD_DATA_EXT, per_minute=True)),
     ),
 }
 

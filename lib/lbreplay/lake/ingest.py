@@ -34,10 +34,14 @@ extended form with seconds (``20230802T120000Z``, ``2023-08-02T12:00:00Z``, ``20
 ``20230802-120000``, ``2023-08-02_12-00-00``; optional fraction; a missing ``Z`` still means UTC), a 13-digit epoch
 in milliseconds, or a 10-digit epoch in seconds. A file with no time at all is an error naming the file.
 
-**Ticks**: the leader refreshes its view about once a minute, so ``ts`` is the snapshot time truncated to the
-minute (UTC); the exact time stays in ``last_update`` / ``updated_at``. All reports of one minute form one tick;
-two reports of the same broker in one minute are a duplicate ``(cluster, ts, broker)`` that ``lbreplay validate``
-rejects — dump one report per broker per tick.
+**Ticks**: ``ts`` is the exact snapshot time (UTC, to the millisecond): a report's own ``lastUpdate`` /
+``updatedAt``, else the timestamp in its path. The leader acts on report versions (``ModularLoadManagerImpl``
+refreshes its view on every write of a ``/loadbalance/brokers/<broker>`` node), so each version is its own row:
+two versions of one broker's report written in the same minute are two rows, and only the same version dumped
+twice is a duplicate ``(cluster, ts, broker)`` that ``lbreplay validate`` rejects. Rows of one report share its
+time (a ``LocalBrokerData``'s ``broker_load`` row and its ``lastStats`` ``bundle_load`` rows); ``BundleData``,
+``TimeAverageBrokerData`` and ``TopBundlesLoadData``, which carry no time of their own, take their path's.
+Snapshot dumps whose reports all sit on whole minutes (e.g. ``lbreplay generate``'s) keep one tick per minute.
 
 Ingest is strict about structure (bad JSON, a missing required field, a value of the wrong type ->
 :class:`~lbreplay.errors.InvalidInputError` naming the file and the JSON path) and faithful about content:

@@ -143,8 +143,8 @@ def broker_part(df: DataFrame) -> DataFrame:
 def is_versioned(broker_load: DataFrame) -> bool:
     """Does ``broker_load`` hold report versions rather than the leader's snapshots? ``ingest`` stamps each
     ``LocalBrokerData`` version with its own ``lastUpdate`` (``System.currentTimeMillis()``, so milliseconds), one
-    row per version written; generated lakes and per-minute snapshots list every live broker at each tick, on whole
-    seconds."""
+    row per version written, each broker at its own time; generated lakes (any ``tick_seconds``) and snapshot dumps
+    list every live broker at each tick, on whole seconds."""
     return bool(broker_load.where(F.unix_millis(F.col("ts")) % 1000 != 0).limit(1).count())
 
 
