@@ -23,10 +23,12 @@ from lbreplay.verify import (
     verify,
 )
 
-CASES = 30
-# ModularLoadManagerImpl.selectBrokerForAssignment (isolation / anti-affinity / failure domains): a few per line in
-# CI; `make verify` runs the full count
-COUNTS = {"PlacementPipeline": 10}
+# 300 per strategy per line: the largest count whose cost fits ~10 minutes of CI for the six lines (measured: 100
+# cases of every strategy on one line take ~30 s of CPU); 4.0 runs 500 in test_differential.py
+CASES = 300
+# ModularLoadManagerImpl.selectBrokerForAssignment (isolation / anti-affinity / failure domains): as many as on 4.0
+# in CI; `make verify` runs the full count
+COUNTS = {"PlacementPipeline": 80}
 LINES = [line for line in PULSAR_LINES if line != "4.0"]
 
 
@@ -153,3 +155,32 @@ def test_shedding_excluded_namespaces_exist_from_4_1(line: str, expected: str) -
     kernel, _ = kernel_answer(req, None)
     assert java["assign"][0]["broker"] == expected
     assert compare("PlacementPipeline", java, kernel) == []
+
+
+@pytest.mark.parametrize(("line", "issued"), [("2.10", True), ("2.11", False), ("4.0", False)])
+def test_unload_checks_namespace_policies_from_2_11(line: str, issued: bool) -> None:
+    """``ModularLoadManagerImpl.doLoadShedding`` skips a planned bundle when no broker other than its owner passes
+    the namespace isolation policies (``shouldNamespacePoliciesUnload``, apache/pulsar#16476, first in 2.11.0);
+    2.10.5 unloads it (no destination). b1 is overloaded (OverloadShedder plans one of its ``t/ns`` bundles) and
+    an isolation policy keeps ``t/ns`` on b1 only."""
+    req = _placement_request(line, {"loadBalancerLoadSheddingStrategy": IMPL + "OverloadShedder",
+                                    "loadBalancerBrokerOverloadedThresholdPercentage": 85})
+    req["loadData"]["brokers"]["b1:8080"]["localData"]["cpu"]["usage"] = 95.0
+    req["isolationPolicies"] = {"p": {"namespaces": ["t/ns"], "primary": ["b1"], "secondary": [],
+                                      "auto_failover_policy": {"policy_type": "min_available",
+                                                               "parameters": {"min_limit": "1",
+                                                                              "usage_threshold": "100"}}}}
+    req["actions"] = ["doLoadShedding"]
+    with _oracle_or_skip(line) as oracle:
+        java = oracle.ask({**req, "sequence": None})
+    kernel, _ = kernel_answer(req, None)
+    assert [u["broker"] for u in java["unload"]] == (["b1:8080"] if issued else [])
+    assert compare("LoadSheddingDestination", java, kernel) == []
+    # without the policy the bundle is unloaded on every line (3.0+: to b2, the only other broker)
+    del req["isolationPolicies"]
+    with _oracle_or_skip(line) as oracle:
+        java = oracle.ask({**req, "sequence": None})
+    kernel, _ = kernel_answer(req, None)
+    assert [u["broker"] for u in java["unload"]] == ["b1:8080"]
+    assert java["unload"][0]["destination"] == (None if line.startswith("2.") else "b2:8080")
+    assert compare("LoadSheddingDestination", java, kernel) == []

@@ -81,9 +81,9 @@ def do_load_shedding(
     * Prunes ``recentlyUnloadedBundles`` by the grace period, then asks the strategy for its plan.
     * Brokers of the plan are visited in sorted id order (Java: the multimap's hash order), bundles in plan order.
       Skipped: shedding-excluded namespaces (PIP-380), bundles no other broker may own under the namespace
-      isolation policies, anti-affinity refusals. [3.x+] The destination is ``selectBroker`` (full pipeline, no
-      preallocation, the owner stays a candidate); none or the owner itself -> skipped. [2.x] no destination and
-      no namespace-policies check: the bundle is placed at its next lookup.
+      isolation policies (2.11+), anti-affinity refusals. [3.x+] The destination is ``selectBroker`` (full pipeline, no
+      preallocation, the owner stays a candidate); none or the owner itself -> skipped. [2.x] no destination (the
+      bundle is placed at its next lookup); 2.10 has no namespace-policies check.
     * Each issued unload is recorded in ``recentlyUnloadedBundles`` at ``now_ms``.
     * ``on_unload_attempt_completed(planned bundles)`` runs in a ``finally``.
     """
@@ -115,7 +115,8 @@ def _shed(
     profile = profile_for(conf["pulsarVersion"])
     with_destination = profile.unload_with_destination
     excluded = profile.shedding_excluded_namespaces  # PIP-380 (4.1+)
-    place = selection(ld, conf, placement_strategy, leader_state, policies, avail) if with_destination else None
+    check_policies = with_destination or profile.unload_checks_namespace_policies  # #16476 (2.11+)
+    place = selection(ld, conf, placement_strategy, leader_state, policies, avail) if check_policies else None
     issued: list[Unload] = []
     try:
         by_broker: dict[str, list[Unload]] = {}
@@ -134,7 +135,7 @@ def _shed(
                 ):  # without a group the check always passes
                     continue
                 dest: str | None = None
-                if place is not None:
+                if place is not None and with_destination:
                     dest = place.select(u.bundle, rng).broker  # select_broker
                     if dest is None or dest == broker:
                         continue

@@ -93,6 +93,10 @@ class VersionProfile:
     # (ModularLoadManagerImpl.sheddingExcludedNamespaceSelectionStrategy); the extensible TopKBundles leaves them
     # out. Before, ServiceConfiguration has no such key (ignored). Checked: absent from 4.0.7, present in 4.2.4.
     shedding_excluded_namespaces: bool = True
+    # [M] doLoadShedding skips a planned bundle when no other broker passes the namespace isolation policies
+    # (ModularLoadManagerImpl.shouldNamespacePoliciesUnload, apache/pulsar#16476, merged Jul 2022, first in 2.11.0;
+    # 2.10.5 has no such method). Checked by the oracle's LoadSheddingDestination cases.
+    unload_checks_namespace_policies: bool = True
     # The extensible load manager's TransferShedder is in the jar (org.apache.pulsar.broker.loadbalance.extensions,
     # complete since 3.0).
     transfer_shedder_available: bool = True
@@ -124,14 +128,15 @@ PROFILES: dict[str, VersionProfile] = {
     # 2.11.x / 2.10.x: checked against the 2.11.0 / 2.10.5 jars (no AvgShedder, no TransferShedder).
     "2.11": _2_11,
     "2.10": replace(_2_11, name="2.10", uniform_2_10_constants=True, threshold_lower_boundary=False,
-                    even_spread_always=True,
+                    even_spread_always=True, unload_checks_namespace_policies=False,
                     absent_strategies=("RoundRobinBrokerSelector", "LeastResourceUsageWithWeight")),
     # 2.9.x: not checked by the oracle.
     "2.9": VersionProfile("2.9", True, True, False, False, False, False, True, False, False, False, False,
                           broker_class_filter=False, even_spread_always=True, transfer_shedder_available=False,
                           bandwidth_weight_keys_pip357=False, threshold_lower_boundary=False,
                           absent_strategies=("RoundRobinBrokerSelector", "LeastResourceUsageWithWeight"),
-                          active_brokers_change_hook=False, shedding_excluded_namespaces=False),
+                          active_brokers_change_hook=False, shedding_excluded_namespaces=False,
+                          unload_checks_namespace_policies=False),
 }
 
 # Names kept for configs written before the lines were checked: the newest checked line of that major.

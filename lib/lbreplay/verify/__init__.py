@@ -14,6 +14,8 @@ What the oracle runs per request line (see ``Oracle.java``): one leader refresh
 ``selectBroker`` over every broker of the snapshot; ``split`` = ``BundleSplitterTask.findBundlesToSplit``;
 ``selectBrokerForAssignment`` (the ``PlacementPipeline`` cases) = ``ModularLoadManagerImpl.selectBrokerForAssignment``
 with namespace isolation policies, anti-affinity groups and failure domains, against ``decide``'s own ``assign``.
+``doLoadShedding`` (the ``LoadSheddingDestination`` cases) = the plan, then per bundle the jar's own unload checks and
+(3.0+) the destination ``ModularLoadManagerImpl.selectBroker``, against ``decide``'s own ``shed``.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ class Case:
 
 STRATEGIES = ("ThresholdShedder", "OverloadShedder", "UniformLoadShedder", "AvgShedder",
               "LeastLongTermMessageRate", "LeastResourceUsageWithWeight", "RoundRobinBrokerSelector", "BundleSplit",
-              "TransferShedder", "PlacementPipeline", "NamespaceBundleSplitAlgorithm")
+              "TransferShedder", "PlacementPipeline", "NamespaceBundleSplitAlgorithm", "LoadSheddingDestination")
 # The placement strategies a PlacementPipeline case draws from (those the line's jar has).
 # NamespaceBundleSplitAlgorithm.AVAILABLE_ALGORITHMS per line: specified_positions_divide since 2.11,
 # flow_or_qps_equally_divide since 3.0 (checked on the jars).
@@ -317,7 +317,7 @@ class Generator:
                 d["weightedMaxEMA"] = float(np.round(d["weightedMaxEMA"] * rng.uniform(0.7, 1.3), 4))
         return nxt
 
-    def pipeline(self) -> Case:
+    def pipeline(self, shedding: bool = False) -> Case:
         """``ModularLoadManagerImpl.selectBrokerForAssignment`` for 1-4 new bundles (preallocated one after the
         other) under namespace isolation policies (primary / secondary broker regexes, ``min_limit`` failover),
         anti-affinity groups (namespaces of the group already owned or preallocated across the brokers, group
@@ -397,6 +397,18 @@ class Generator:
             req["failureDomains"] = domains
         if rng.random() < 0.2:  # PIP-380: honoured from 4.1 only (VersionProfile.shedding_excluded_namespaces)
             conf["loadBalancerSheddingExcludedNamespaces"] = [new_ns[0]]
+        if shedding:
+            # ModularLoadManagerImpl.doLoadShedding on the same cluster: each planned unload's destination
+            sheds = [s for s in ("ThresholdShedder", "OverloadShedder", "UniformLoadShedder", "AvgShedder")
+                     if s != "AvgShedder" or prof.avg_shedder_available]
+            shed = sheds[int(rng.integers(len(sheds)))]
+            conf["loadBalancerLoadSheddingStrategy"] = IMPL + shed
+            if shed == "AvgShedder":
+                conf["loadBalancerLoadPlacementStrategy"] = IMPL + "AvgShedder"
+            elif conf["loadBalancerLoadPlacementStrategy"] == IMPL + "AvgShedder":
+                conf["loadBalancerLoadPlacementStrategy"] = IMPL + "LeastLongTermMessageRate"
+            req["actions"] = ["doLoadShedding"]
+            return Case("LoadSheddingDestination", [req])
         req["actions"] = [{"selectBrokerForAssignment": assign}]
         return Case("PlacementPipeline", [req])
 
@@ -435,6 +447,8 @@ class Generator:
         self._away = None
         if strategy == "PlacementPipeline":
             return self.pipeline()
+        if strategy == "LoadSheddingDestination":
+            return self.pipeline(shedding=True)
         if strategy == "NamespaceBundleSplitAlgorithm":
             return self.split_algorithm()
         if self._prealloc_twice is None:

@@ -164,6 +164,8 @@ public final class Oracle {
         for (JsonNode a : actions) {
             if (a.isTextual() && a.asText().equals("shed")) {
                 shed(inst, conf, loadData, now, resp);
+            } else if (a.isTextual() && a.asText().equals("doLoadShedding")) {
+                Pipeline.doLoadShedding(inst, conf, loadData, now, req, resp);
             } else if (a.isTextual() && a.asText().equals("split")) {
                 split(inst, conf, loadData, req.path("namespaces"), resp);
             } else if (a.isObject() && a.has("splitBoundary")) {

@@ -147,6 +147,141 @@ final class Pipeline {
         }
     }
 
+    /**
+     * The unloads {@code ModularLoadManagerImpl.doLoadShedding} issues, with their destinations: the strategy's plan
+     * (after the grace-period prune at the request's time, as {@link Oracle#shed}), then for each planned bundle the
+     * jar's own checks in the order its {@code doLoadShedding} lambda calls them: {@code shouldNamespacePoliciesUnload}
+     * (2.11+), {@code shouldAntiAffinityNamespaceUnload}, and (3.0+) the destination {@code selectBroker(bundle)}
+     * (package-private), skipping the bundle when there is none or it is the owner. 2.x unloads without a
+     * destination (null). {@code doLoadShedding} itself is not called: it prunes with {@code System.currentTimeMillis()}
+     * and unloads through {@code PulsarAdmin}; this loop is its body with the request's clock. Brokers of the plan are
+     * visited in sorted order (the multimap's hash order in Pulsar, README).
+     */
+    static void doLoadShedding(Oracle.Instances inst, ServiceConfiguration conf, LoadData loadData, long now,
+                               JsonNode req, ObjectNode resp) throws Exception {
+        ObjectNode planned = Oracle.mapper().createObjectNode();
+        planned.putArray("unload");
+        Oracle.shed(inst, conf, loadData, now, planned);
+        if (!planned.path("skip").isMissingNode() && !planned.path("skip").isNull()) {
+            resp.put("skip", planned.get("skip").asText());
+            return;
+        }
+        ModularLoadManagerImpl lm = loadManager(inst, conf, loadData, req);
+        PulsarService pulsar = (PulsarService) Oracle.readField(lm, "pulsar");
+        NamespaceBundleFactory factory = Mockito.mock(NamespaceBundleFactory.class,
+                inv -> inv.getMethod().getName().equals("getBundle") && inv.getArguments().length == 2
+                        ? bundle(inv.getArgument(0) + "/" + inv.getArgument(1)) : null);
+        org.apache.pulsar.broker.namespace.NamespaceService ns = Mockito.mock(
+                org.apache.pulsar.broker.namespace.NamespaceService.class,
+                inv -> inv.getMethod().getName().equals("getNamespaceBundleFactory") ? factory : null);
+        Oracle.writeField(pulsar, "nsService", ns);
+        Method policiesCheck = null;
+        Method select = null;
+        for (Method m : ModularLoadManagerImpl.class.getDeclaredMethods()) {
+            if (m.getName().equals("shouldNamespacePoliciesUnload") && m.getParameterCount() == 3) {
+                policiesCheck = m;
+            } else if (m.getName().equals("selectBroker") && m.getParameterCount() == 1) {
+                select = m;
+                select.setAccessible(true);
+            }
+        }
+        // The strategy behind a proxy that keeps each selectBroker call's candidates and best brokers: where the
+        // strategy draws among several (ThreadLocalRandom / AvgShedder's `new Random()`), the destination is one of
+        // a set of equally valid answers (oracle.destinationTies: bundle -> possible destinations; the owner among
+        // them means "may be skipped"), as for the placement-pipeline answers (README)
+        List<Set<String>> firstCandidates = new ArrayList<>();
+        Set<String> firstBest = new TreeSet<>();
+        Object real = inst.placement;
+        Object proxy = java.lang.reflect.Proxy.newProxyInstance(Pipeline.class.getClassLoader(),
+                new Class<?>[] {org.apache.pulsar.broker.loadbalance.ModularLoadManagerStrategy.class},
+                (p, m, args) -> {
+                    boolean call = m.getName().startsWith("selectBroker");
+                    if (call && firstCandidates.isEmpty()) {
+                        @SuppressWarnings("unchecked")
+                        Set<String> c = (Set<String>) args[0];
+                        firstCandidates.add(new TreeSet<>(c));
+                    }
+                    try {
+                        return m.invoke(real, args);
+                    } catch (java.lang.reflect.InvocationTargetException e) {
+                        throw e.getCause();
+                    } finally {
+                        // every call of the bundle (the overload re-check too): the widest draw
+                        if (call && Oracle.readField(real, "bestBrokers") instanceof Collection<?> c
+                                && c.size() > firstBest.size()) {
+                            firstBest.clear();
+                            c.forEach(x -> firstBest.add(String.valueOf(x)));
+                        }
+                    }
+                });
+        set(lm, "placementStrategy", proxy);
+        boolean random = real.getClass().getSimpleName().equals("AvgShedder");
+        boolean roundRobin = real.getClass().getSimpleName().equals("RoundRobinBrokerSelector");
+        ObjectNode ties = ((ObjectNode) resp.get("oracle")).putObject("destinationTies");
+        Set<String> excluded = new TreeSet<>();
+        try {
+            @SuppressWarnings("unchecked")
+            Set<String> keys = (Set<String>) ServiceConfiguration.class
+                    .getMethod("getLoadBalancerSheddingExcludedNamespaces").invoke(conf);
+            if (keys != null) {
+                excluded.addAll(keys);
+            }
+        } catch (NoSuchMethodException e) {
+            // before 4.1: no such key
+        }
+        ArrayNode unload = (ArrayNode) resp.get("unload");
+        for (JsonNode u : planned.get("unload")) {
+            String broker = u.get("broker").asText();
+            String bundle = u.get("bundle").asText();
+            String namespace = LoadManagerShared.getNamespaceNameFromBundleName(bundle);
+            String range = LoadManagerShared.getBundleRangeFromBundleName(bundle);
+            // 4.1+ (PIP-380, #23549): conf.getLoadBalancerSheddingExcludedNamespaces().contains(namespace) -> skip
+            if (excluded.contains(namespace)) {
+                continue;
+            }
+            if (policiesCheck != null && !(boolean) policiesCheck.invoke(lm, namespace, range, broker)) {
+                continue;
+            }
+            if (!lm.shouldAntiAffinityNamespaceUnload(namespace, range, broker)) {
+                continue;
+            }
+            String dest = null;
+            if (select != null) {
+                firstCandidates.clear();
+                firstBest.clear();
+                if (Oracle.readField(real, "bestBrokers") instanceof Collection<?> c) {
+                    c.clear();
+                }
+                @SuppressWarnings("unchecked")
+                Optional<String> pick = (Optional<String>) select.invoke(lm, bundle(bundle));
+                Set<String> possible = new TreeSet<>();
+                if (random && !firstCandidates.isEmpty() && firstCandidates.get(0).size() > 1) {
+                    possible.addAll(firstCandidates.get(0));
+                } else if (!random && !roundRobin && firstBest.size() > 1) {
+                    // the draw decides whether the overload re-check runs: any broker of the policy set
+                    possible.addAll(policySet(lm, bundle));
+                }
+                if (!possible.isEmpty()) {
+                    ArrayNode set = ties.putArray(bundle);
+                    possible.forEach(set::add);
+                }
+                if (pick.isEmpty() || pick.get().equals(broker)) {
+                    continue;
+                }
+                dest = pick.get();
+            }
+            ObjectNode o = unload.addObject();
+            o.put("broker", broker);
+            o.put("bundle", bundle);
+            if (dest == null) {
+                o.putNull("destination");
+            } else {
+                o.put("destination", dest);
+            }
+            loadData.getRecentlyUnloadedBundles().put(bundle, now);
+        }
+    }
+
     /** {@code LoadManagerShared.applyNamespacePolicies} over the available brokers, as selectBroker's restore. */
     static Set<String> policySet(ModularLoadManagerImpl lm, String bundle) throws Exception {
         Set<String> out = new TreeSet<>();
