@@ -81,7 +81,7 @@ test-crash: warm
 
 # Differential oracle (issue 16): Pulsar's real classes (tests/pulsar_oracle, built by Maven from Maven Central)
 # against the kernel. `make verify` is the long run; the 500-cases-per-strategy variant runs in `make test`.
-VERIFY_VERSION ?= 4.0
+VERIFY_VERSION ?= 5.0
 VERIFY_CASES ?= 20000
 VERIFY_SEED ?= 1
 

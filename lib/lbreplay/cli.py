@@ -122,14 +122,18 @@ def decide(
 
 @app.command()
 def verify(
-    pulsar_version: str = typer.Option("4.0", "--pulsar-version", help="Pulsar line (e.g. 4.0) or release (4.0.7)."),
+    pulsar_version: Optional[str] = typer.Option(
+        None, "--pulsar-version", help="Pulsar line (e.g. 4.0) or release (4.0.7); default: the default pulsarVersion."
+    ),
     cases: int = typer.Option(200, "--cases", help="Random cases per strategy."),
     seed: int = typer.Option(0, "--seed", help="Seed of the case generator."),
 ) -> None:
     """Differential check of the kernel against that Pulsar version's real classes (Maven); agreement per strategy."""
+    from lbreplay.kernel.config import PulsarConfig
     from lbreplay.verify import verify_command
 
-    verify_command(version=pulsar_version, count=cases, seed=seed)
+    version = pulsar_version or str(PulsarConfig.resolve({})["pulsarVersion"])
+    verify_command(version=version, count=cases, seed=seed)
 
 
 @app.command()
