@@ -104,9 +104,11 @@ SIZES ?= S,M
 bench-floor: warm
 	$(BIN)/python bench/floor.py --size $(SIZE)
 
-# `generate` per size of the `large` scenario (seconds, rows/s vs the targets M <= 90 s, L <= 10 min).
+# `generate` then `validate` per size of the `large` scenario: generate_s, validate_s, plain_scan_s and ratio
+# (validate / one plain scan of the same tables, same run) vs the targets (M: generate <= 90 s, validate <= 90 s
+# and <= 3x the scan; L: generate <= 10 min). TICKS=N shortens the history.
 bench-generate: warm
-	$(BIN)/python bench/generate.py --sizes $(SIZES)
+	$(BIN)/python bench/generate.py --sizes $(SIZES) $(if $(TICKS),--ticks $(TICKS))
 
 # A Spark standalone master + 2 workers (one JVM each, 127.0.0.1), the jobs spark-submitted onto them, a 4-run sweep
 # spread over both executors whose decision hashes must equal those of the same sweep on local[2].

@@ -35,6 +35,8 @@ class Table:
     partition_by: tuple[str, ...]
     key: tuple[str, ...]
     comment: str
+    #: Delta table properties set at creation, e.g. which columns get file statistics
+    properties: tuple[tuple[str, str], ...] = ()
 
     def ddl_columns(self) -> str:
         parts = []
@@ -148,6 +150,9 @@ TOPIC_LOAD = Table(
     ("cluster", "date"),
     ("cluster", "ts", "topic"),
     "Optional per-topic stats; topics map to bundles by CRC32 of the full name.",
+    # file statistics (data skipping) on ts only: readers select by cluster (a partition) and ts, and collecting
+    # min/max/null counts of every column of the largest table costs a large share of writing it
+    (("delta.dataSkippingStatsColumns", "ts"),),
 )
 
 NAMESPACE_POLICY = Table(
@@ -196,9 +201,11 @@ def ensure_table(spark: Any, lake: str, table: Table) -> None:
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
     part = f"PARTITIONED BY ({', '.join(table.partition_by)})" if table.partition_by else ""
     comment = table.comment.replace("'", "\\'")
+    props = ", ".join(f"'{k}' = '{v}'" for k, v in table.properties)
     ddl = (
         f"CREATE TABLE IF NOT EXISTS {DATABASE}.{table.name} (\n  {table.ddl_columns()}\n) USING delta {part} "
         f"COMMENT '{comment}' LOCATION '{table_location(lake, table.name)}'"
+        + (f" TBLPROPERTIES ({props})" if props else "")
     )
     for attempt in range(3):
         try:

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from functools import reduce
 from typing import TYPE_CHECKING, Any, Iterable, Literal
 
+from pyspark import StorageLevel
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
@@ -135,6 +136,11 @@ def _read(spark: SparkSession, lake: str, table: Table, version: int, clusters: 
     return df.where(F.col("cluster").isin(clusters)) if clusters is not None else df
 
 
+def _row_hash(table: Table) -> Column:
+    """A row's content hash (the fingerprint sums it per cluster)."""
+    return F.xxhash64(*[F.col(c.name) for c in table.columns]).cast("decimal(38,0)")
+
+
 def _fingerprints(frames: dict[str, DataFrame]) -> dict[tuple[str, str], tuple[int, str]]:
     """(table, cluster) -> (rows, "rows:sum of xxhash64 over all columns"), for every frame in one Spark job.
     The fingerprint changes whenever the cluster's rows change."""
@@ -145,7 +151,7 @@ def _fingerprints(frames: dict[str, DataFrame]) -> dict[tuple[str, str], tuple[i
         df.select(
             F.lit(name).alias("t"),
             F.col("cluster").alias("c"),
-            F.xxhash64(*[F.col(c.name) for c in tables[name].columns]).cast("decimal(38,0)").alias("h"),
+            _row_hash(tables[name]).alias("h"),
         )
         for name, df in frames.items()
     ]
@@ -249,6 +255,8 @@ class _Pinned:
 
 
 def _pin(spark: SparkSession, lake: str, cluster: str | None) -> _Pinned:
+    """The tables' Delta versions, the clusters and their rows (schemas checked); the fingerprints come with the
+    suites' scan (:meth:`_SuiteRuns.scan`)."""
     versions = {t.name: v for t in VALIDATED_TABLES if (v := delta_version(spark, lake, t)) is not None}
     if cluster is not None:
         clusters = [check_cluster(cluster)]
@@ -260,10 +268,24 @@ def _pin(spark: SparkSession, lake: str, cluster: str | None) -> _Pinned:
     for t in VALIDATED_TABLES:
         if t.name in frames:
             check_schema(t, frames[t.name], table_location(lake, t.name))
-    prints = _fingerprints(frames)
-    if cluster is not None and not prints:
-        raise InvalidInputError(f"cluster {cluster}: no input rows in {lake}")
-    return _Pinned(versions, clusters, frames, prints)
+    return _Pinned(versions, clusters, frames, {})
+
+
+def _may_have_duplicates(df: DataFrame, key: tuple[str, ...]) -> bool:
+    """Whether two rows may share ``key``: one aggregation of a 64-bit hash of the key (no row is shuffled); a
+    hash collision only costs the exact check."""
+    h = F.xxhash64(*[F.col(k) for k in key]).alias("_h")
+    return bool(df.groupBy(h).count().where(F.col("count") > 1).limit(1).collect())
+
+
+@dataclass
+class _Scan:
+    """One table's rows with every rule's helper and flag columns, and what one aggregation over them found."""
+
+    flagged: DataFrame
+    any_failing: Column  # a row fails at least one rule (the rules' Spark predicates)
+    prints: dict[tuple[str, str], tuple[int, str]]
+    failing_rows: int
 
 
 @dataclass
@@ -280,12 +302,36 @@ class _SuiteRuns:
     unattributed: dict[str, set[str]] = field(default_factory=dict)
     cached: list[DataFrame] = field(default_factory=list)
 
-    def run(self, table: Table, df: DataFrame) -> None:
+    def scan(self, table: Table, df: DataFrame) -> _Scan:
+        """The rules' flag columns and, in one aggregation, each cluster's rows and fingerprint and the rows failing
+        some rule. The duplicate-key count (a window over every row) is only built when a hash of the key repeats."""
         rules = SUITES[table.name]
-        for builder in dict.fromkeys(r.build for r in rules if r.build is not None):
+        for builder in dict.fromkeys(r.build for r in rules if r.build is not None and r.kind != "unique"):
             df = df.transform(builder, self.ctx)
-        df = df.cache()
-        self.cached.append(df)
+        for rule in rules:
+            if rule.kind == "unique" and "_n_unique_key" not in df.columns:
+                if rule.build is not None and _may_have_duplicates(df, rule.columns):
+                    df = df.transform(rule.build, self.ctx)
+                else:
+                    df = df.withColumn("_n_unique_key", F.lit(1).cast("long"))
+        any_failing = reduce(lambda a, b: a | b, [F.coalesce(r.failing(), F.lit(False)) for r in rules])
+        agg = df.groupBy("cluster").agg(
+            F.count(F.lit(1)).alias("n"), F.sum(_row_hash(table)).alias("h"),
+            F.sum(F.when(any_failing, 1).otherwise(0)).alias("failing"),
+        ).collect()
+        prints = {(table.name, r["cluster"]): (int(r["n"]), f"{r['n']}:{r['h']}") for r in agg}
+        return _Scan(df, any_failing, prints, sum(int(r["failing"]) for r in agg))
+
+    def run(self, table: Table, scan: _Scan) -> None:
+        """The table's Great Expectations suite over the rows some rule's predicate flags (none when the table is
+        clean): every expectation's unexpected rows are among them, so GE's verdicts and counts are those of the
+        whole table, without a pass over it per expectation."""
+        rules = SUITES[table.name]
+        if scan.failing_rows:
+            df = scan.flagged.where(scan.any_failing).persist(StorageLevel.MEMORY_AND_DISK)
+            self.cached.append(df)
+        else:
+            df = scan.flagged.limit(0)
         for rule, (success, count, error) in zip(rules, self.gx.run(table.name, df, rules)):
             res = RuleResult(table.name, rule.name, rule.label, rule.severity, success, count, error)
             self.results.append(res)
@@ -384,9 +430,14 @@ def validate(spark: SparkSession, lake: str, cluster: str | None = None) -> Vali
     pinned = _pin(spark, lake, cluster)
     validated_at = datetime.now(timezone.utc)
     runs = _SuiteRuns(_GX(), SuiteContext(spark, pinned.frames), validated_at)
+    scans = {t.name: runs.scan(t, pinned.frames[t.name]) for t in VALIDATED_TABLES if t.name in pinned.frames}
+    for scan in scans.values():
+        pinned.prints.update(scan.prints)
+    if cluster is not None and not pinned.prints:
+        raise InvalidInputError(f"cluster {cluster}: no input rows in {lake}")
     for table in VALIDATED_TABLES:
         if pinned.has_rows(table):
-            runs.run(table, pinned.frames[table.name])
+            runs.run(table, scans[table.name])
     qsummary = _write_quarantine(spark, lake, pinned.clusters, runs.quarantine)
     runs.unpersist()
     statuses = _statuses(pinned, runs, qsummary)
