@@ -24,7 +24,7 @@ demo: warm
 	$(BIN)/lbreplay demo
 
 test: lint warm browser maven
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q --durations=25 tests
 	$(MAKE) test-airflow
 
 # ruff (pyproject.toml) and mypy (setup.cfg) with zero findings on lib/, then the layering and size check.
