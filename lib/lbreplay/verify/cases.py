@@ -374,43 +374,58 @@ class Generator:
         for b in assign:
             bundle_data[b] = json.loads(json.dumps(template))
         if rng.random() < 0.6:
-            iso: dict[str, Any] = {}
-            for k in range(int(rng.integers(1, 3))):
-                lo = int(rng.integers(0, max(1, len(hosts))))
-                prim = [rf"broker-{lo}\.example"] if rng.random() < 0.5 else [rf"broker-[0-{min(lo, 9)}]\..*"]
-                sec = [] if rng.random() < 0.3 else [r"broker-.*[5-9]\.example"]
-                nss = [str(rng.choice(["t/aa0", "t/aa[01]", "t/ns0", "t/.*", "t/aa.*"]))]
-                iso[f"policy-{k}"] = {"namespaces": nss, "primary": prim, "secondary": sec,
-                                      "auto_failover_policy": {"policy_type": "min_available", "parameters": {
-                                          "min_limit": str(int(rng.choice([0, 1, 2, 3]))), "usage_threshold": "80"}}}
-            req["isolationPolicies"] = iso
+            req["isolationPolicies"] = self._isolation_policies(hosts)
         if rng.random() < 0.7:
-            domains: dict[str, dict[str, list[str]]] = {}
-            for bid in ids:
-                r = rng.random()
-                if r < 0.2:
-                    continue  # the "default" domain
-                d = f"domain-{int(rng.integers(0, 3))}"
-                domains.setdefault(d, {"brokers": []})["brokers"].append(bid)
-                if r > 0.95:  # listed in a second domain: the last listed (name order) wins
-                    domains.setdefault("domain-9", {"brokers": []})["brokers"].append(bid)
-            req["failureDomains"] = domains
+            req["failureDomains"] = self._failure_domains(ids)
         if rng.random() < 0.2:  # PIP-380: honoured from 4.1 only (VersionProfile.shedding_excluded_namespaces)
             conf["loadBalancerSheddingExcludedNamespaces"] = [new_ns[0]]
         if shedding:
-            # ModularLoadManagerImpl.doLoadShedding on the same cluster: each planned unload's destination
-            sheds = [s for s in ("ThresholdShedder", "OverloadShedder", "UniformLoadShedder", "AvgShedder")
-                     if s != "AvgShedder" or prof.avg_shedder_available]
-            shed = sheds[int(rng.integers(len(sheds)))]
-            conf["loadBalancerLoadSheddingStrategy"] = IMPL + shed
-            if shed == "AvgShedder":
-                conf["loadBalancerLoadPlacementStrategy"] = IMPL + "AvgShedder"
-            elif conf["loadBalancerLoadPlacementStrategy"] == IMPL + "AvgShedder":
-                conf["loadBalancerLoadPlacementStrategy"] = IMPL + "LeastLongTermMessageRate"
-            req["actions"] = ["doLoadShedding"]
-            return Case("LoadSheddingDestination", [req])
+            return self._shedding(req, prof)
         req["actions"] = [{"selectBrokerForAssignment": assign}]
         return Case("PlacementPipeline", [req])
+
+    def _isolation_policies(self, hosts: list[str]) -> dict[str, Any]:
+        """1-2 namespace isolation policies: primary / secondary broker regexes and a ``min_available`` failover."""
+        rng = self.rng
+        iso: dict[str, Any] = {}
+        for k in range(int(rng.integers(1, 3))):
+            lo = int(rng.integers(0, max(1, len(hosts))))
+            prim = [rf"broker-{lo}\.example"] if rng.random() < 0.5 else [rf"broker-[0-{min(lo, 9)}]\..*"]
+            sec = [] if rng.random() < 0.3 else [r"broker-.*[5-9]\.example"]
+            nss = [str(rng.choice(["t/aa0", "t/aa[01]", "t/ns0", "t/.*", "t/aa.*"]))]
+            iso[f"policy-{k}"] = {"namespaces": nss, "primary": prim, "secondary": sec,
+                                  "auto_failover_policy": {"policy_type": "min_available", "parameters": {
+                                      "min_limit": str(int(rng.choice([0, 1, 2, 3]))), "usage_threshold": "80"}}}
+        return iso
+
+    def _failure_domains(self, ids: list[str]) -> dict[str, dict[str, list[str]]]:
+        """Failure domains over the brokers: some in none (the "default" domain), a few listed in two."""
+        rng = self.rng
+        domains: dict[str, dict[str, list[str]]] = {}
+        for bid in ids:
+            r = rng.random()
+            if r < 0.2:
+                continue  # the "default" domain
+            d = f"domain-{int(rng.integers(0, 3))}"
+            domains.setdefault(d, {"brokers": []})["brokers"].append(bid)
+            if r > 0.95:  # listed in a second domain: the last listed (name order) wins
+                domains.setdefault("domain-9", {"brokers": []})["brokers"].append(bid)
+        return domains
+
+    def _shedding(self, req: dict[str, Any], prof: Any) -> Case:
+        """``ModularLoadManagerImpl.doLoadShedding`` on the pipeline's cluster: each planned unload's destination."""
+        rng = self.rng
+        conf = req["config"]
+        sheds = [s for s in ("ThresholdShedder", "OverloadShedder", "UniformLoadShedder", "AvgShedder")
+                 if s != "AvgShedder" or prof.avg_shedder_available]
+        shed = sheds[int(rng.integers(len(sheds)))]
+        conf["loadBalancerLoadSheddingStrategy"] = IMPL + shed
+        if shed == "AvgShedder":
+            conf["loadBalancerLoadPlacementStrategy"] = IMPL + "AvgShedder"
+        elif conf["loadBalancerLoadPlacementStrategy"] == IMPL + "AvgShedder":
+            conf["loadBalancerLoadPlacementStrategy"] = IMPL + "LeastLongTermMessageRate"
+        req["actions"] = ["doLoadShedding"]
+        return Case("LoadSheddingDestination", [req])
 
     def split_algorithm(self) -> Case:
         """``NamespaceBundleSplitAlgorithm.getSplitBoundary`` for one bundle: 0-40 topics (some without stats,
