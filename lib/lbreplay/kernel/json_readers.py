@@ -110,12 +110,20 @@ def format_number(x: float) -> str:
 def get_number(obj: Mapping[str, Any], key: str, path: str, default: float = 0.0, *,
                minimum: float | None = None) -> float:
     value = obj.get(key)
-    return default if value is None else as_number(value, child(path, key), minimum=minimum)
+    if value is None:
+        return default
+    if type(value) is float and math.isfinite(value) and (minimum is None or value >= minimum):
+        return value  # the common case, without building the JSON path a message would need
+    return as_number(value, child(path, key), minimum=minimum)
 
 
 def get_int(obj: Mapping[str, Any], key: str, path: str, default: int = 0, *, minimum: int | None = None) -> int:
     value = obj.get(key)
-    return default if value is None else as_int(value, child(path, key), minimum=minimum)
+    if value is None:
+        return default
+    if type(value) is int and (minimum is None or value >= minimum):
+        return value  # the common case, without building the JSON path a message would need
+    return as_int(value, child(path, key), minimum=minimum)
 
 
 def get_bool(obj: Mapping[str, Any], key: str, path: str, default: bool) -> bool:

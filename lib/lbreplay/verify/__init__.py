@@ -20,9 +20,10 @@ with namespace isolation policies, anti-affinity groups and failure domains, aga
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from lbreplay.errors import UsageError
@@ -32,7 +33,7 @@ from lbreplay.verify.kernel_answer import compare, kernel_answer
 from lbreplay.verify.oracle_process import Oracle, OracleError, build_oracle
 
 __all__ = ["IMPL", "NOT_IN_LINE", "NOW", "PULSAR_LINES", "STRATEGIES", "Case", "Generator", "Oracle", "OracleError",
-           "build_oracle", "compare", "kernel_answer", "line_strategies", "run_case", "verify", "verify_command"]
+           "build_oracle", "compare", "kernel_answer", "line_strategies", "run_case", "run_cases", "verify", "verify_command"]
 
 # Pulsar line -> (newest jar checked, lbreplay profile name, JDK major the jar needs). The jar is the line's newest
 # pulsar-broker on Maven Central whose dependency tree resolves there (README "Proof against Pulsar's own classes").
@@ -76,6 +77,26 @@ def run_case(oracle: Oracle, case: Case, case_id: str) -> list[str]:
     return []
 
 
+def run_cases(oracle: Oracle, numbered: Iterable[tuple[str, Case]], chunk: int = 64) -> Iterator[list[str]]:
+    """:func:`run_case` for each (case id, case), pipelined (``Oracle.ask_many``): the oracle's JVM answers the
+    next requests while the kernel answers this one. Cases are taken ``chunk`` at a time."""
+    source = iter(numbered)
+    while batch := list(itertools.islice(source, chunk)):
+        answers = oracle.ask_many({**req, "sequence": case_id} for case_id, case in batch for req in case.steps)
+        for _, case in batch:
+            state: dict[str, Any] | None = None
+            diffs: list[str] = []
+            for i, req in enumerate(case.steps):
+                java = next(answers)
+                if diffs:
+                    continue  # the first disagreeing step is reported; the rest of the answers are read
+                kernel, state = kernel_answer(req, state)
+                diffs = [f"step {i}: {d}" for d in compare(case.strategy, java, kernel)]
+            yield diffs
+        for _ in answers:  # the writer's end
+            pass
+
+
 def cases(seed: int, strategy: str, count: int, profile: str) -> Iterator[Case]:
     gen = Generator(seed * 1_000_003 + STRATEGIES.index(strategy), profile)
     for _ in range(count):
@@ -106,8 +127,8 @@ def verify(version: str, count: int, seed: int, strategies: tuple[str, ...] = ST
             agree = 0
             examples: list[dict[str, Any]] = []
             n = (counts or {}).get(strategy, count)
-            for k, case in enumerate(cases(seed, strategy, n, profile)):
-                diffs = run_case(oracle, case, f"{strategy}-{seed}-{k}")
+            numbered = ((f"{strategy}-{seed}-{k}", case) for k, case in enumerate(cases(seed, strategy, n, profile)))
+            for k, diffs in enumerate(run_cases(oracle, numbered)):
                 if diffs:
                     if len(examples) < 5:
                         examples.append({"case": k, "diffs": diffs[:3]})

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import subprocess
+import threading
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Self
 
@@ -93,6 +96,34 @@ class Oracle:
         if not line:
             raise OracleError("verify: the oracle JVM exited")
         return json.loads(line)
+
+    def ask_many(self, requests: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        """The answers to ``requests`` in order, pipelined: a thread writes the requests while the caller consumes
+        the answers (the JVM answers one request while the caller works on the previous answer)."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        stdin, stdout = self.proc.stdin, self.proc.stdout
+        pending: queue.Queue[BaseException | None | bool] = queue.Queue()  # True per request sent, then None
+
+        def write() -> None:
+            try:
+                for request in requests:
+                    stdin.write(json.dumps(request, separators=(",", ":")) + "\n")
+                    stdin.flush()
+                    pending.put(True)
+                pending.put(None)
+            except BaseException as exc:  # noqa: BLE001 -- handed to the reading thread, which raises it
+                pending.put(exc)
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        while (item := pending.get()) is True:
+            line = stdout.readline()
+            if not line:
+                raise OracleError("verify: the oracle JVM exited")
+            yield json.loads(line)
+        writer.join()
+        if isinstance(item, BaseException):
+            raise item
 
     def close(self) -> None:
         if self.proc.poll() is None:
