@@ -23,12 +23,9 @@ from lbreplay.verify import (
     verify,
 )
 
-# 300 per strategy per line: the largest count whose cost fits ~10 minutes of CI for the six lines (measured: 100
-# cases of every strategy on one line take ~30 s of CPU); 4.0 runs 500 in test_differential.py
-CASES = 300
-# ModularLoadManagerImpl.selectBrokerForAssignment (isolation / anti-affinity / failure domains): as many as on 4.0
-# in CI; `make verify` runs the full count
-COUNTS = {"PlacementPipeline": 80}
+# 500 per strategy per line, as on 4.0 (test_differential.py); pipelined through the oracle, one line's 6,000 cases
+# take ~2 minutes (bench/verify_pipeline.py)
+CASES = 500
 LINES = [line for line in PULSAR_LINES if line != "4.0"]
 
 
@@ -47,7 +44,7 @@ def test_line_agrees_with_its_jar(line: str) -> None:
     """``CASES`` random snapshots / sequences per strategy agree exactly with the line's jar; the strategies the
     jar lacks are reported as such."""
     _oracle_or_skip(line).close()
-    results = verify(line, CASES, seed=11, counts=COUNTS)
+    results = verify(line, CASES, seed=11)
     assert [r["strategy"] for r in results] == list(STRATEGIES)
     missing = [r["strategy"] for r in results if r.get("status") == NOT_IN_LINE]
     assert missing == [s for s in STRATEGIES if s not in line_strategies(line)]
