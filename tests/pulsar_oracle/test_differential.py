@@ -280,3 +280,21 @@ def test_request_lines_are_plain_json() -> None:
     """The generator's requests are plain JSON documents (what the oracle reads)."""
     req = _case(7, "ThresholdShedder").steps[0]
     assert json.loads(json.dumps(req)) == req
+
+
+def test_pipelined_answers_are_the_one_at_a_time_answers(oracle: Oracle) -> None:
+    """``Oracle.ask_many`` (a writer thread streams the requests) answers every request in order, exactly as
+    ``Oracle.ask`` one at a time: 3 single-step cases of every strategy, interleaved (fresh strategy instances)."""
+    requests = [{**step, "sequence": None} for seed in range(3) for strategy in STRATEGIES
+                for step in _case(seed, strategy).steps[:1]]
+
+    def fixed(answer: dict) -> dict:
+        """The answer without the broker Pulsar draws with ThreadLocalRandom among its tie set (kept: the set)."""
+        if (answer.get("oracle") or {}).get("tieSets"):
+            return {**answer, "assign": [a["bundle"] for a in answer.get("assign") or []]}
+        return answer
+
+    one_at_a_time = [fixed(oracle.ask(r)) for r in requests]
+    assert len({json.dumps(a, sort_keys=True) for a in one_at_a_time}) > len(STRATEGIES)  # the answers differ
+    assert [fixed(a) for a in oracle.ask_many(iter(requests))] == one_at_a_time
+    assert list(oracle.ask_many(iter([]))) == []
