@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -81,18 +81,13 @@ def tiny(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]
 def _finish_together(procs: dict[str, Any]) -> dict[str, tuple[Outcome, float]]:
     """Wait for every process; each one's outcome and seconds from now to its exit."""
     t0 = time.time()
-    done: dict[str, tuple[Outcome, float]] = {}
 
-    def wait(name: str, proc: Any) -> None:
+    def wait(proc: Any) -> tuple[Outcome, float]:
         out = finish(proc)
-        done[name] = (out, time.time() - t0)
+        return out, time.time() - t0
 
-    threads = [threading.Thread(target=wait, args=item) for item in procs.items()]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return done
+    with ThreadPoolExecutor(len(procs)) as pool:
+        return dict(zip(procs, pool.map(wait, procs.values())))
 
 
 def _input_content(spark: Any, lake: str, cluster: str) -> dict[str, list[str]]:
@@ -112,8 +107,6 @@ def _input_content(spark: Any, lake: str, cluster: str) -> dict[str, list[str]]:
 
 
 def test_parallel_commands_on_one_lake(spark: Any, tiny: dict[str, Any]) -> None:
-    import shutil
-
     lake = tiny["lake"]
     shutil.rmtree(Path(lake) / "_replay_cache", ignore_errors=True)  # the replay and the sweep both prepare it
     procs = {"baseline": spawn(*_replay(lake, "conc-base")),

@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import json
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from lbreplay.errors import UsageError
@@ -65,16 +65,22 @@ def line_strategies(line: str) -> tuple[str, ...]:
 # ------------------------------------------------------------------------------------------------------------
 # Running
 # ------------------------------------------------------------------------------------------------------------
-def run_case(oracle: Oracle, case: Case, case_id: str) -> list[str]:
-    """Run a case's steps through both sides; the differences of the first disagreeing step."""
+def _first_diffs(case: Case, java_answers: Iterator[dict[str, Any]]) -> list[str]:
+    """The differences of the case's first disagreeing step (the oracle's answers, one per step, in order)."""
     state: dict[str, Any] | None = None
     for i, req in enumerate(case.steps):
-        java = oracle.ask({**req, "sequence": case_id})
+        java = next(java_answers)
         kernel, state = kernel_answer(req, state)
         diffs = compare(case.strategy, java, kernel)
         if diffs:
             return [f"step {i}: {d}" for d in diffs]
     return []
+
+
+def run_case(oracle: Oracle, case: Case, case_id: str) -> list[str]:
+    """Run a case's steps through both sides, one request at a time; the differences of the first disagreeing
+    step (no step after it is asked)."""
+    return _first_diffs(case, (oracle.ask({**req, "sequence": case_id}) for req in case.steps))
 
 
 def run_cases(oracle: Oracle, numbered: Iterable[tuple[str, Case]], chunk: int = 64) -> Iterator[list[str]]:
@@ -84,15 +90,10 @@ def run_cases(oracle: Oracle, numbered: Iterable[tuple[str, Case]], chunk: int =
     while batch := list(itertools.islice(source, chunk)):
         answers = oracle.ask_many({**req, "sequence": case_id} for case_id, case in batch for req in case.steps)
         for _, case in batch:
-            state: dict[str, Any] | None = None
-            diffs: list[str] = []
-            for i, req in enumerate(case.steps):
-                java = next(answers)
-                if diffs:
-                    continue  # the first disagreeing step is reported; the rest of the answers are read
-                kernel, state = kernel_answer(req, state)
-                diffs = [f"step {i}: {d}" for d in compare(case.strategy, java, kernel)]
-            yield diffs
+            own = itertools.islice(answers, len(case.steps))
+            yield _first_diffs(case, own)
+            for _ in own:  # the steps after a disagreeing one were asked too: their answers are read
+                pass
         for _ in answers:  # the writer's end
             pass
 
@@ -104,9 +105,8 @@ def cases(seed: int, strategy: str, count: int, profile: str) -> Iterator[Case]:
 
 
 def verify(version: str, count: int, seed: int, strategies: tuple[str, ...] = STRATEGIES,
-           emit: Callable[[dict[str, Any]], None] | None = None,
-           counts: Mapping[str, int] | None = None) -> list[dict[str, Any]]:
-    """Run ``count`` cases per strategy (``counts`` overrides it per strategy); one result dict per strategy."""
+           emit: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+    """Run ``count`` cases per strategy; one result dict per strategy."""
     line = line_of(version) if line_of(version) in PULSAR_LINES else ".".join(version.split(".")[:2])
     if line not in PULSAR_LINES:
         raise UsageError(f"--pulsar-version: unsupported {version!r}; supported lines: {', '.join(PULSAR_LINES)}")
@@ -126,16 +126,15 @@ def verify(version: str, count: int, seed: int, strategies: tuple[str, ...] = ST
                 continue
             agree = 0
             examples: list[dict[str, Any]] = []
-            n = (counts or {}).get(strategy, count)
-            numbered = ((f"{strategy}-{seed}-{k}", case) for k, case in enumerate(cases(seed, strategy, n, profile)))
+            numbered = ((f"{strategy}-{seed}-{k}", case) for k, case in enumerate(cases(seed, strategy, count, profile)))
             for k, diffs in enumerate(run_cases(oracle, numbered)):
                 if diffs:
                     if len(examples) < 5:
                         examples.append({"case": k, "diffs": diffs[:3]})
                 else:
                     agree += 1
-            res = {"pulsarVersion": jar, "profile": profile, "strategy": strategy, "cases": n,
-                   "agree": agree, "agreement": agree / n if n else 1.0, "examples": examples}
+            res = {"pulsarVersion": jar, "profile": profile, "strategy": strategy, "cases": count,
+                   "agree": agree, "agreement": agree / count if count else 1.0, "examples": examples}
             results.append(res)
             if emit:
                 emit(res)

@@ -88,27 +88,31 @@ class Oracle:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
         )
 
-    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
+    def _send(self, request: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps(request, separators=(",", ":")) + "\n")
         self.proc.stdin.flush()
+
+    def _receive(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line:
             raise OracleError("verify: the oracle JVM exited")
         return json.loads(line)
 
+    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        self._send(request)
+        return self._receive()
+
     def ask_many(self, requests: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         """The answers to ``requests`` in order, pipelined: a thread writes the requests while the caller consumes
         the answers (the JVM answers one request while the caller works on the previous answer)."""
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        stdin, stdout = self.proc.stdin, self.proc.stdout
         pending: queue.Queue[BaseException | None | bool] = queue.Queue()  # True per request sent, then None
 
         def write() -> None:
             try:
                 for request in requests:
-                    stdin.write(json.dumps(request, separators=(",", ":")) + "\n")
-                    stdin.flush()
+                    self._send(request)
                     pending.put(True)
                 pending.put(None)
             except BaseException as exc:  # noqa: BLE001 -- handed to the reading thread, which raises it
@@ -117,10 +121,7 @@ class Oracle:
         writer = threading.Thread(target=write, daemon=True)
         writer.start()
         while (item := pending.get()) is True:
-            line = stdout.readline()
-            if not line:
-                raise OracleError("verify: the oracle JVM exited")
-            yield json.loads(line)
+            yield self._receive()
         writer.join()
         if isinstance(item, BaseException):
             raise item
