@@ -400,6 +400,36 @@ def test_extensible_split_after_four_consecutive_hits() -> None:
                               "algorithm": "range_equally_divide", "reason": "Topics"}]
 
 
+def test_extensible_split_reads_each_brokers_bundle_stats_as_a_map() -> None:
+    """``BrokerService.getBundleStats()`` is a map: a bundle listed twice in one broker's TopBundlesLoadData counts
+    once (the last entry), and a broker absent from ``topBundlesLoadData`` keeps its hit counts (its
+    DefaultNamespaceBundleSplitStrategyImpl did not run); both found by the oracle's
+    ``DefaultNamespaceBundleSplitStrategy`` cases."""
+    hot = {"bundleName": "t/ns/0x00000000_0x40000000", "stats": {"topics": 1001, "msgRateIn": 10.0}}
+    cold = {"bundleName": "t/ns/0x00000000_0x40000000", "stats": {"topics": 5, "msgRateIn": 10.0}}
+
+    def request(top: dict[str, Any], state: Any = None) -> dict[str, Any]:
+        return {"config": {"loadManagerClassName": EXTENSIBLE,
+                           "loadBalancerNamespaceBundleSplitConditionHitCountThreshold": 1}, "nowMillis": NOW,
+                "extensible": {"brokerLoadData": {"a:8080": {"updatedAt": NOW}, "b:8080": {"updatedAt": NOW}},
+                               "topBundlesLoadData": top},
+                "actions": ["split"], "strategyState": state}
+
+    first = decide(request({"a:8080": {"topBundlesLoadData": [hot, hot]}}))
+    assert first["split"] == []  # one hit, not two
+    counts = first["strategyState"]["split"]["state"]["splitConditionHitCounts"]
+    assert counts == {"a:8080": {"t/ns/0x00000000_0x40000000": 1}}
+    # the last entry wins: [hot, cold] resets the count
+    reset = decide(request({"a:8080": {"topBundlesLoadData": [hot, cold]}}, first["strategyState"]))
+    assert reset["split"] == []
+    assert reset["strategyState"]["split"]["state"]["splitConditionHitCounts"] == {}
+    # broker a absent for a cycle (only b reports): a's count survives, and a splits on its next hit
+    away = decide(request({"b:8080": {"topBundlesLoadData": []}}, first["strategyState"]))
+    assert away["strategyState"]["split"]["state"]["splitConditionHitCounts"] == counts
+    back = decide(request({"a:8080": {"topBundlesLoadData": [hot]}}, away["strategyState"]))
+    assert [s["bundle"] for s in back["split"]] == ["t/ns/0x00000000_0x40000000"]
+
+
 def _hashes(topics: list[str]) -> list[int]:
     return sorted(zlib.crc32(t.encode()) for t in topics)
 

@@ -419,8 +419,10 @@ class DecideRequest:
     def _auto_split_extensible(self, resp: Response) -> None:
         rows: list[tuple[str, str, Any]] = []
         for broker in sorted(self.snap.topBundlesLoadData):
-            for name, s in sorted(self.snap.topBundlesLoadData[broker].entries, key=lambda e: e[0]):
-                rows.append((broker, name, s))
+            # the broker's BrokerService.getBundleStats(): a map, one entry per bundle (a repeated entry: the last)
+            stats = dict(self.snap.topBundlesLoadData[broker].entries)
+            for name in sorted(stats):
+                rows.append((broker, name, stats[name]))
         parsed = [split_name(name) for _, name, _ in rows]
         namespaces = [p[0] for p in parsed]
         layouts = self._all_layouts(namespaces)
@@ -439,6 +441,7 @@ class DecideRequest:
             bundle_count_per_namespace={ns: int(v.size - 1) for ns, v in layouts.items()},
             owner=None if owners is None else [owners.get(r[1], "") for r in rows],
             topic_stats=self._topic_stats(),
+            running=sorted(self.snap.topBundlesLoadData),
         )
         for d in decisions:
             try:

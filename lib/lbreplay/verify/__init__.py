@@ -54,11 +54,12 @@ NOT_IN_LINE = "not in this line"
 
 
 def line_strategies(line: str) -> tuple[str, ...]:
-    """The strategies the line's jar has (AvgShedder since 3.3, the extensible TransferShedder and
-    RoundRobinBrokerSelector since 3.0, LeastResourceUsageWithWeight since 2.11)."""
+    """The strategies the line's jar has (AvgShedder since 3.3, the extensible TransferShedder, its split strategy
+    and RoundRobinBrokerSelector since 3.0, LeastResourceUsageWithWeight since 2.11)."""
     prof = profile_for(PULSAR_LINES[line][1])
     return tuple(s for s in STRATEGIES if (s != "AvgShedder" or prof.avg_shedder_available)
-                 and (s != "TransferShedder" or prof.transfer_shedder_available)
+                 and (s not in ("TransferShedder", "DefaultNamespaceBundleSplitStrategy")
+                      or prof.transfer_shedder_available)
                  and s not in prof.absent_strategies)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from lbreplay.kernel.naming import topic_hash
 from lbreplay.kernel.version_profile import profile_for
 
 IMPL = "org.apache.pulsar.broker.loadbalance.impl."
@@ -25,7 +26,8 @@ class Case:
 
 STRATEGIES = ("ThresholdShedder", "OverloadShedder", "UniformLoadShedder", "AvgShedder",
               "LeastLongTermMessageRate", "LeastResourceUsageWithWeight", "RoundRobinBrokerSelector", "BundleSplit",
-              "TransferShedder", "PlacementPipeline", "NamespaceBundleSplitAlgorithm", "LoadSheddingDestination")
+              "TransferShedder", "PlacementPipeline", "NamespaceBundleSplitAlgorithm", "LoadSheddingDestination",
+              "DefaultNamespaceBundleSplitStrategy")
 # The placement strategies a PlacementPipeline case draws from (those the line's jar has).
 # NamespaceBundleSplitAlgorithm.AVAILABLE_ALGORITHMS per line: specified_positions_divide since 2.11,
 # flow_or_qps_equally_divide since 3.0 (checked on the jars).
@@ -317,6 +319,101 @@ class Generator:
                 d["weightedMaxEMA"] = float(np.round(d["weightedMaxEMA"] * rng.uniform(0.7, 1.3), 4))
         return nxt
 
+    def extensible_split(self) -> dict[str, Any]:
+        """The extensible split cycle (``DefaultNamespaceBundleSplitStrategyImpl`` of every broker, on its
+        TopBundlesLoadData): 1-10 brokers, 1-3 namespaces of 1-16 bundles (sometimes a one-hash bundle that cannot
+        split), stats straddling the topic / session / message-rate / bandwidth limits, bundles with fewer than 2
+        topics, bundles reported by two brokers or owned by another one, namespaces at their bundle cap, hit-count
+        thresholds 0-3, per-cycle limits, and topic lists for topic_count_equally_divide."""
+        rng = self.rng
+        n = int(rng.choice([1, 2, 3, 5, 10]))
+        ids = [f"broker-{i}.example:8080" for i in range(n)]
+        namespaces: dict[str, Any] = {}
+        names: list[str] = []
+        for k in range(int(rng.integers(1, 4))):
+            ns = f"t/ns{k}"
+            bounds = _layout(int(rng.choice([1, 2, 4, 8, 16])))
+            if rng.random() < 0.2:  # a bundle one hash wide (NamespaceBundleFactory.canSplitBundle: false)
+                bounds = sorted({*bounds, bounds[1] - 1})
+            namespaces[ns] = {"boundaries": [_hex(b) for b in bounds]}
+            names += [f"{ns}/{_hex(a)}_{_hex(b)}" for a, b in zip(bounds, bounds[1:])]
+        max_topics = int(rng.choice([3, 10, 1000]))
+        max_sessions = int(rng.choice([0, 10, 1000]))
+        max_rate = int(rng.choice([100, 1000, 30000]))
+        max_bw = int(rng.choice([1, 10, 100]))
+        conf: dict[str, Any] = {
+            "pulsarVersion": self.profile, "loadManagerClassName": EXT + "ExtensibleLoadManagerImpl",
+            "loadBalancerLoadSheddingStrategy": EXT + "scheduler.TransferShedder",
+            "loadBalancerAutoBundleSplitEnabled": bool(rng.random() < 0.9),
+            "loadBalancerNamespaceBundleMaxTopics": max_topics,
+            "loadBalancerNamespaceBundleMaxSessions": max_sessions,
+            "loadBalancerNamespaceBundleMaxMsgRate": max_rate,
+            "loadBalancerNamespaceBundleMaxBandwidthMbytes": max_bw,
+            "loadBalancerNamespaceMaximumBundles": int(rng.choice([1, 2, 4, 8, 17, 128])),
+            "loadBalancerMaxNumberOfBundlesToSplitPerCycle": int(rng.choice([1, 2, 10])),
+            "loadBalancerNamespaceBundleSplitConditionHitCountThreshold": int(rng.choice([0, 1, 3])),
+            "defaultNamespaceBundleSplitAlgorithm": str(rng.choice(["range_equally_divide",
+                                                                    "topic_count_equally_divide"])),
+        }
+
+        def straddle(limit: float) -> float:
+            return float(limit * rng.choice([0.0, 0.3, 0.5, 1.0, 1.0000001, 2.0]))
+
+        top: dict[str, list[dict[str, Any]]] = {b: [] for b in ids}
+        owners: dict[str, str] = {}
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for name in names:
+            if rng.random() < 0.15:
+                continue  # reported by nobody
+            reporter = ids[int(rng.integers(n))]
+            count = int(rng.choice([0, 1, 2, 3, max_topics, max_topics + 1, 40]))
+            sessions = straddle(max_sessions if max_sessions > 0 else 10)
+            rate, thr = straddle(max_rate), straddle(max_bw * MB)
+            share = float(rng.choice([0.0, 0.5, 1.0]))
+            stats = {"msgRateIn": rate * share, "msgRateOut": rate * (1 - share),
+                     "msgThroughputIn": thr * share, "msgThroughputOut": thr * (1 - share),
+                     "consumerCount": int(sessions // 2), "producerCount": int(sessions - sessions // 2),
+                     "topics": count, "cacheSize": 0}
+            top[reporter].append({"bundleName": name, "stats": stats})
+            if n > 1 and rng.random() < 0.1:  # also in a second broker's list (a bundle moving)
+                top[ids[int(rng.integers(n))]].append({"bundleName": name, "stats": dict(stats)})
+            owners[name] = reporter if rng.random() < 0.9 else ids[int(rng.integers(n))]
+            ns, _, rng_hex = name.rpartition("/")
+            lo, hi = (int(x, 16) for x in rng_hex.split("_"))
+            if rng.random() < 0.8 and hi - lo > 1 << 16:  # topic names hashing into the bundle (CRC-32)
+                listed: list[dict[str, Any]] = []
+                while len(listed) < min(count, 12):
+                    topic = f"persistent://{ns}/topic-{int(rng.integers(0, 1 << 30))}"
+                    h = int(topic_hash(topic)[0])
+                    if lo <= h < hi or h == hi == 0xFFFFFFFF:
+                        listed.append({"topic": topic})
+                topics[name] = listed
+        ext: dict[str, Any] = {"brokerLoadData": {},
+                               "topBundlesLoadData": {b: {"topBundlesLoadData": e} for b, e in top.items()
+                                                      if e or rng.random() < 0.5},
+                               "recentlyUnloadedBundles": {}, "recentlyUnloadedBrokers": {}, "availableBrokers": ids}
+        if rng.random() < 0.5:
+            ext["bundleOwners"] = owners
+        return {"config": conf, "nowMillis": NOW, "extensible": ext, "namespaces": namespaces, "topics": topics,
+                "actions": ["split"]}
+
+    def evolve_extensible_split(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The next split cycle: stats scaled across the limits, brokers whose list is missing this cycle."""
+        rng = self.rng
+        nxt = json.loads(json.dumps(req))
+        nxt["nowMillis"] = req["nowMillis"] + 60_000
+        lists = nxt["extensible"]["topBundlesLoadData"]
+        for broker in list(lists):
+            if rng.random() < 0.15:
+                del lists[broker]
+                continue
+            for e in lists[broker]["topBundlesLoadData"]:
+                if rng.random() < 0.4:
+                    f = float(rng.choice([0.0, 0.5, 1.0, 2.0]))
+                    for key in ("msgRateIn", "msgRateOut", "msgThroughputIn", "msgThroughputOut"):
+                        e["stats"][key] *= f
+        return nxt
+
     def pipeline(self, shedding: bool = False) -> Case:
         """``ModularLoadManagerImpl.selectBrokerForAssignment`` for 1-4 new bundles (preallocated one after the
         other) under namespace isolation policies (primary / secondary broker regexes, ``min_limit`` failover),
@@ -468,6 +565,11 @@ class Generator:
             return self.split_algorithm()
         if self._prealloc_twice is None:
             self.prealloc_twice = bool(self.rng.random() < 0.35)
+        if strategy == "DefaultNamespaceBundleSplitStrategy":
+            steps = [self.extensible_split()]
+            for _ in range(int(self.rng.integers(0, 5))):
+                steps.append(self.evolve_extensible_split(steps[-1]))
+            return Case(strategy, steps)
         if strategy == "TransferShedder":
             steps = [self.extensible()]
             if self.rng.random() < 0.6:

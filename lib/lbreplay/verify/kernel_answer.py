@@ -7,9 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from lbreplay.decide import DecideRequest
+from lbreplay.decide import DecideRequest, Response
 from lbreplay.kernel.bundle_split import find_bundles_to_split
 from lbreplay.kernel.config import PulsarConfig
+from lbreplay.kernel.extensible.split_scheduler import SPLIT_STRATEGY
 from lbreplay.kernel.extensible.transfer_shedder import expire_recently_unloaded_bundles
 from lbreplay.kernel.modular_load_manager import prune_recently_unloaded
 from lbreplay.kernel.naming import parse_bundle_name
@@ -36,6 +37,8 @@ def kernel_answer(req: dict[str, Any], state: dict[str, Any] | None, seed: int =
     tick = DecideRequest(full, conf, np.random.default_rng(seed))
     out: dict[str, Any] = {"unload": [], "split": [], "assign": [], "skip": None}
     if tick.extensible:
+        if "split" in (full.get("actions") or []):
+            return _kernel_extensible_split(tick, out)
         return _kernel_extensible(tick, conf, out)
     ld = tick.ld
     for action in full.get("actions") or ["shed"]:
@@ -109,6 +112,21 @@ def _kernel_extensible(tick: Any, conf: Any, out: dict[str, Any]) -> tuple[dict[
     return out, state
 
 
+def _kernel_extensible_split(tick: Any, out: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``SplitScheduler.execute``: decide's own extensible split cycle (``DefaultNamespaceBundleSplitStrategy`` of
+    every broker with TopBundlesLoadData), its decisions with reason and boundary, and its failure count."""
+    resp = Response()
+    tick.auto_split(resp)
+    out["split"] = [{"broker": d["broker"], "bundle": d["bundle"], "reason": d["reason"],
+                     "boundaries": [int(b, 16) for b in d["boundaries"]]} for d in resp.split]
+    out["stats"] = dict(resp.stats.get("split") or {"splitFailures": 0, "splitDecisions": 0})
+    counts = tick.splitter.get_state()["splitConditionHitCounts"]
+    out["figures"] = {"splitConditionHitCounts": {f"{b} {bundle}": float(n) for b, m in counts.items()
+                                                  for bundle, n in m.items()}}
+    state = {"version": 1, "mode": "extensible", "split": {"class": SPLIT_STRATEGY, "state": tick.splitter.get_state()}}
+    return out, state
+
+
 def _kernel_figures(state: dict[str, Any]) -> dict[str, dict[str, float]]:
     figures: dict[str, dict[str, float]] = {}
     for part in ("shedding", "placement"):
@@ -152,8 +170,17 @@ def compare(strategy: str, java: dict[str, Any], kernel: dict[str, Any]) -> list
         diffs.append(f"unload: pulsar {ju} lbreplay {ku}")
     # up to 2.11 findBundlesToSplit answers bundle names only (broker null): compare the bundles
     names_only = any(s["broker"] is None for s in java["split"])
-    js = sorted((s["bundle"], None if names_only else s["broker"]) for s in java["split"])
-    ks = sorted((s["bundle"], None if names_only else s["broker"]) for s in kernel["split"])
+    # the extensible split strategy's decisions carry their reason and boundary: compared too
+    detailed = any("reason" in s for s in java["split"] + kernel["split"])
+
+    def split_key(s: dict[str, Any]) -> tuple[Any, ...]:
+        key: tuple[Any, ...] = (s["bundle"], None if names_only else s["broker"])
+        if detailed:
+            key += (s.get("reason"), tuple(int(x) for x in s.get("boundaries") or ()))
+        return key
+
+    js = sorted(split_key(s) for s in java["split"])
+    ks = sorted(split_key(s) for s in kernel["split"])
     if js != ks:
         diffs.append(f"split: pulsar {js} lbreplay {ks}")
     ties = (java.get("oracle") or {}).get("tieSets") or []

@@ -50,7 +50,7 @@ def _java_major(java: str) -> int:
 
 def build_oracle(version: str, java_major: int = 17, extensible: bool = True) -> tuple[str, dict[str, str]]:
     """Build the oracle against ``pulsar-broker:<version>`` if not built yet (cached under ``target/``);
-    return (classpath, environment for ``java``). ``extensible=False`` leaves out ``Extensible.java`` (lines
+    return (classpath, environment for ``java``). ``extensible=False`` leaves out ``Extensible*.java`` (lines
     before 3.0 have no complete extensible load manager)."""
     out = ORACLE_DIR / "target" / f"pulsar-{version}"
     classes, cp_file = out / "classes", out / "classpath.txt"
@@ -69,7 +69,7 @@ def build_oracle(version: str, java_major: int = 17, extensible: bool = True) ->
         cmd = [mvn, "-B", "-q", "-f", str(ORACLE_DIR / "pom.xml"), f"-Dpulsar.version={version}",
                f"-Djava.release={java_major}", "package"]
         if not extensible:
-            cmd.insert(-1, "-Doracle.excludes=lbreplay/oracle/Extensible.java")
+            cmd.insert(-1, "-Doracle.excludes=lbreplay/oracle/Extensible*.java")
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
         if proc.returncode != 0:
             tail = " ".join((proc.stdout + proc.stderr).split()[-60:])

@@ -222,3 +222,22 @@ def test_default_algorithm_must_give_one_boundary() -> None:
     s = DefaultNamespaceBundleSplitStrategy()
     assert run(s, conf, stats(msgRateIn=101)) == []
     assert s.stats()["splitFailures"] == 2
+
+
+def test_brokers_that_did_not_run_keep_their_hit_counts() -> None:
+    """Each broker's strategy instance keeps its ``splitConditionHitCounts`` between its own cycles
+    (``DefaultNamespaceBundleSplitStrategyImpl`` fields): a broker outside ``running`` did not run and keeps them;
+    a running broker without stats clears them (``splitConditionHitCounts.keySet().retainAll(bundleStatsMap.keySet())``).
+    Found by the oracle (``DefaultNamespaceBundleSplitStrategy`` cases: a broker missing from one cycle's
+    TopBundlesLoadData split one cycle early in Pulsar)."""
+    conf = make_conf()
+    s = DefaultNamespaceBundleSplitStrategy()
+    s.set_state({"splitConditionHitCounts": {"b-absent": {BUNDLE1: 2}, "b-empty": {BUNDLE2: 1}}})
+    s.find_bundles_to_split(conf, reporter=[], bundles=[], namespaces=[], lower=[], upper=[], msg_rate=[],
+                            msg_throughput=[], topics=[], sessions=[], bundle_count_per_namespace={},
+                            running=["b-empty"])
+    assert s.get_state() == {"splitConditionHitCounts": {"b-absent": {BUNDLE1: 2}}}
+    # without ``running`` every broker runs: both are cleared
+    s.find_bundles_to_split(conf, reporter=[], bundles=[], namespaces=[], lower=[], upper=[], msg_rate=[],
+                            msg_throughput=[], topics=[], sessions=[], bundle_count_per_namespace={})
+    assert s.get_state() == {"splitConditionHitCounts": {}}

@@ -61,6 +61,7 @@ class DefaultNamespaceBundleSplitStrategy:
         owner: Sequence[str | None] | None = None,
         splitting_bundles: Iterable[str] = (),
         topic_stats: Mapping[str, TopicStats] | None = None,
+        running: Iterable[str] | None = None,
     ) -> list[SplitDecision]:
         """One split cycle of every reporting broker.
 
@@ -75,6 +76,9 @@ class DefaultNamespaceBundleSplitStrategy:
         bundle of the namespace in Splitting state shares the lower or upper hex bound; split with the default
         algorithm, which must give exactly one boundary (else failure); stop after
         ``loadBalancerMaxNumberOfBundlesToSplitPerCycle`` decisions of that broker. Decisions never unload.
+        ``running``: the brokers whose strategy runs this cycle (a broker without rows among them has empty stats:
+        its hit counts are cleared); the hit counts of the other brokers are kept, their strategy did not run.
+        ``None``: every broker runs (the hit counts of brokers without rows are cleared).
         """
         self._failures = 0
         self._decisions = 0
@@ -116,7 +120,7 @@ class DefaultNamespaceBundleSplitStrategy:
         resettable = eligible & splittable & (reasons == NO_REASON)
         if threshold < 0:  # a row without hits passes the hit-count gate: walk every eligible row
             acting = eligible
-        brokers = sorted(set(rep))
+        brokers = sorted(set(rep) | set(running or ()))
         code = {b: i for i, b in enumerate(brokers)}
         codes = np.fromiter(map(code.__getitem__, rep), dtype=np.int64, count=n)
         act_rows = np.flatnonzero(acting)
@@ -211,6 +215,8 @@ class DefaultNamespaceBundleSplitStrategy:
                 if decided == max_split:
                     break
             new_counts[str(broker)] = hits
-        self.split_condition_hit_counts = {b: m for b, m in new_counts.items() if m}
+        if running is not None:  # brokers that did not run keep their counts
+            new_counts.update({b: m for b, m in self.split_condition_hit_counts.items() if b not in new_counts})
+        self.split_condition_hit_counts = {b: m for b, m in sorted(new_counts.items()) if m}
         self._decisions = len(out)
         return out

@@ -85,6 +85,8 @@ public final class Oracle {
         BundleSplitterTask splitter;
         /** The extensible TransferShedder (typed in Extensible.java, compiled for lines that have it). */
         Object transfer;
+        /** Each broker's DefaultNamespaceBundleSplitStrategyImpl (typed in ExtensibleSplit.java). */
+        final Map<String, Object> extensibleSplit = new TreeMap<>();
     }
 
     private Oracle() {
@@ -143,10 +145,15 @@ public final class Oracle {
         Instances inst = seq == null ? new Instances() : SEQUENCES.computeIfAbsent(seq, k -> new Instances());
         if (conf.getLoadManagerClassName().endsWith("ExtensibleLoadManagerImpl")
                 || conf.getLoadBalancerLoadSheddingStrategy().endsWith("TransferShedder")) {
-            // Extensible.java is compiled only for lines with the extensible load manager (3.0+)
-            Class.forName("lbreplay.oracle.Extensible")
-                    .getDeclaredMethod("shed", Instances.class, ServiceConfiguration.class, JsonNode.class,
-                            ObjectNode.class)
+            // Extensible*.java are compiled only for lines with the extensible load manager (3.0+): "split" is
+            // the split cycle (ExtensibleSplit), any other request the shedding (Extensible)
+            boolean split = false;
+            for (JsonNode a : req.path("actions")) {
+                split |= a.isTextual() && a.asText().equals("split");
+            }
+            Class.forName(split ? "lbreplay.oracle.ExtensibleSplit" : "lbreplay.oracle.Extensible")
+                    .getDeclaredMethod(split ? "split" : "shed", Instances.class, ServiceConfiguration.class,
+                            JsonNode.class, ObjectNode.class)
                     .invoke(null, inst, conf, req, resp);
             return resp;
         }
