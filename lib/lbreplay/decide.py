@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,6 +149,27 @@ def _read_request(request: str) -> str:
 # ----------------------------------------------------------------------------------------------------------
 # The response
 # ----------------------------------------------------------------------------------------------------------
+class TopicStatsByBundle(Mapping[str, TopicStats]):
+    """The request's ``topics`` as ``TopicStats`` per bundle, each made on first use (only the bundles a split
+    algorithm divides need them)."""
+
+    def __init__(self, records: Mapping[str, list[dict[str, Any]]]) -> None:
+        self._records = records
+        self._made: dict[str, TopicStats] = {}
+
+    def __getitem__(self, bundle: str) -> TopicStats:
+        made = self._made.get(bundle)
+        if made is None:
+            made = self._made[bundle] = TopicStats.from_records(self._records[bundle])
+        return made
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._records)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+
 @dataclass
 class Response:
     unload: list[dict[str, Any]] = field(default_factory=list)
@@ -397,8 +418,8 @@ class DecideRequest:
         self.layouts[ns] = np.asarray(boundaries, dtype=np.int64)
         self._derived_layouts.pop(ns, None)
 
-    def _topic_stats(self) -> dict[str, Any]:
-        return {b: TopicStats.from_records(recs) for b, recs in self.topic_records.items()}
+    def _topic_stats(self) -> "TopicStatsByBundle":
+        return TopicStatsByBundle(self.topic_records)
 
     def _all_layouts(self, namespaces: list[str]) -> dict[str, np.ndarray]:
         return {ns: self.layout(ns) for ns in sorted(set(namespaces))}

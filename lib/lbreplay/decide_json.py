@@ -24,7 +24,7 @@ from lbreplay.kernel.json_readers import (
     parse_boundary,
     parse_bundle_name,
 )
-from lbreplay.kernel.naming import FIRST_BOUNDARY, LAST_BOUNDARY, namespace_of_topic, topic_hash
+from lbreplay.kernel.naming import FIRST_BOUNDARY, LAST_BOUNDARY, namespace_of_topic, topic_hash_of
 
 SIMPLE_ACTIONS = ("shed", "split")
 OBJECT_ACTIONS = ("splitBundle", "assign", "lookup")
@@ -135,7 +135,7 @@ def parse_topics(doc: Any, path: str = "$.topics") -> dict[str, list[dict[str, A
             topic = as_string(r["topic"], child(rp, "topic"))
             try:
                 tns = namespace_of_topic(topic)
-                h = int(topic_hash(topic)[0])
+                h = topic_hash_of(topic)
             except ValueError as exc:
                 raise InvalidInputError(f"{child(rp, 'topic')}: {exc}") from None
             if tns != ns:

@@ -81,6 +81,11 @@ def namespace_of_topic(topic: str) -> str:
     return _topic_parts(topic)[1]
 
 
+def topic_hash_of(topic: str) -> int:
+    """One topic's :func:`topic_hash`, as a Python int (no array)."""
+    return zlib.crc32(normalize_topic_name(topic).encode("utf-8")) & 0xFFFFFFFF
+
+
 def topic_hash(names: str | Iterable[str]) -> np.ndarray:
     """``getLongHashCode(TopicName.toString())``: unsigned CRC-32 (IEEE, UTF-8) of the normalised name, int64.
 
@@ -88,9 +93,7 @@ def topic_hash(names: str | Iterable[str]) -> np.ndarray:
     """
     if isinstance(names, str):
         names = [names]
-    return np.fromiter(
-        (zlib.crc32(normalize_topic_name(n).encode("utf-8")) & 0xFFFFFFFF for n in names), dtype=np.int64
-    )
+    return np.fromiter(map(topic_hash_of, names), dtype=np.int64)
 
 
 # --- namespace layouts -------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from lbreplay.kernel.naming import topic_hash
+from lbreplay.kernel.naming import topic_hash_of
 from lbreplay.kernel.version_profile import profile_for
 
 IMPL = "org.apache.pulsar.broker.loadbalance.impl."
@@ -382,11 +382,13 @@ class Generator:
             lo, hi = (int(x, 16) for x in rng_hex.split("_"))
             if rng.random() < 0.8 and hi - lo > 1 << 16:  # topic names hashing into the bundle (CRC-32)
                 listed: list[dict[str, Any]] = []
-                while len(listed) < min(count, 12):
-                    topic = f"persistent://{ns}/topic-{int(rng.integers(0, 1 << 30))}"
-                    h = int(topic_hash(topic)[0])
+                prefix = f"persistent://{ns}/topic-{int(rng.integers(0, 1 << 30))}-"
+                for j in itertools.count():
+                    if len(listed) == min(count, 12):
+                        break
+                    h = topic_hash_of(prefix + str(j))
                     if lo <= h < hi or h == hi == 0xFFFFFFFF:
-                        listed.append({"topic": topic})
+                        listed.append({"topic": prefix + str(j)})
                 topics[name] = listed
         ext: dict[str, Any] = {"brokerLoadData": {},
                                "topBundlesLoadData": {b: {"topBundlesLoadData": e} for b, e in top.items()
