@@ -12,6 +12,7 @@ model and leader loop); each names the Pulsar class and method that decides the 
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 from collections.abc import Iterator
 
@@ -387,3 +388,30 @@ def test_transfer_shedder_class_and_max_topic_filters(oracle: Oracle, class_name
     kernel, _ = kernel_answer(req, None)
     assert compare("TransferShedder", java, kernel) == []
     assert bool(java["unload"]) is moves, java
+
+
+_FRESH = itertools.count()
+_IDENT = st.text(alphabet="019az-", min_size=0, max_size=3) | st.sampled_from(
+    ["2147483647", "2147483648", "-2147483648", "99999999999", "-1", "00", "rc"])
+_NUM = st.sampled_from(["0", "1", "9", "10", "01", "2147483647", "2147483648"])
+
+
+@st.composite
+def _version(draw: st.DrawFn) -> str:
+    normal = draw(st.sampled_from(["1.0.0", "1.0.1"]) | st.builds("{}.{}.{}".format, _NUM, _NUM, _NUM))
+    pre = draw(st.lists(_IDENT, max_size=3))
+    build = draw(st.lists(_IDENT, max_size=2))
+    return normal + ("-" + ".".join(pre) if pre else "") + ("+" + ".".join(build) if build else "")
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+@given(a=_version(), b=_version())
+def test_transfer_shedder_random_versions_agree(oracle: Oracle, a: str, b: str) -> None:
+    """Random version strings (valid and not: empty identifiers, leading zeros, numbers beyond int, identifiers such
+    as -1, build metadata) on the two brokers, both ways round: which one BrokerVersionFilter keeps (or whether it
+    fails) is the same in the kernel as in java-semver 0.9.0 inside the 4.0.7 jar."""
+    for hot, cold in ((a, b), (b, a)):
+        req = _transfer_request(hot, cold)
+        java = oracle.ask({**req, "sequence": f"random-versions-{next(_FRESH)}"})  # a fresh TransferShedder
+        kernel, _ = kernel_answer(req, None)
+        assert compare("TransferShedder", java, kernel) == [], (hot, cold)
