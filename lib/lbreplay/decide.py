@@ -333,7 +333,8 @@ class DecideRequest:
                 target[str(name)] = int(ts)
         self.assigned_ext = {str(k): str(v) for k, v in (saved.get("assigned") or {}).items()}
         filters = [self._isolation_filter] if self.policies.isolation else []
-        self.ctx = ExtensibleContext.from_snapshot(snap, self.now, policies=self.policies, extra_filters=filters)
+        self.ctx = ExtensibleContext.from_snapshot(snap, self.now, lookup=snap.brokerLookupData, policies=self.policies,
+                                                   extra_filters=filters)
         self._ext_brokers: Brokers | None = None
         self.shed_name = SHEDDING_STRATEGY
         self.ext_manager = ExtensibleLoadManager()

@@ -287,3 +287,42 @@ def test_empty_request_gives_empty_load_data() -> None:
     ld = load_data_from_request({})
     assert len(ld.brokers) == 0 and len(ld.bundles) == 0
     assert np.asarray(ld.bundle_count()).size == 0
+
+
+EXT_LM = "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
+
+
+def test_extensible_broker_lookup_data_is_parsed() -> None:
+    """extensible.brokerLookupData: BrokerLookupData per broker (the registry's view the broker filters read);
+    absent fields are null as in an old broker's lookup data, its other fields (a pasted registry entry) ignored,
+    and the block absent means "not known" (None: the lookup filters are skipped)."""
+    load = {"b1:8080": json.loads(DOCS_BROKER_LOAD_DATA), "b2:8080": json.loads(DOCS_BROKER_LOAD_DATA)}
+    assert parse_extensible({"brokerLoadData": load}).brokerLookupData is None
+    snap = parse_extensible({"brokerLoadData": load, "brokerLookupData": {
+        "b1:8080": {"brokerVersion": "4.0.7", "loadManagerClassName": EXT_LM, "webServiceUrl": "http://b1:8080"},
+        "b2:8080": {"brokerVersion": None}}})
+    assert snap.brokerLookupData == {"b1:8080": {"brokerVersion": "4.0.7", "loadManagerClassName": EXT_LM},
+                                     "b2:8080": {"brokerVersion": None, "loadManagerClassName": None}}
+
+
+@pytest.mark.parametrize(("lookup", "kind", "message"), [
+    ([], UsageError, r"^\$\.extensible\.brokerLookupData: expected an object, got array"),
+    ({"b1:8080": None, "b2:8080": {}}, UsageError,
+     r'^\$\.extensible\.brokerLookupData\["b1:8080"\]: expected an object, got null'),
+    ({"b1:8080": {"brokerVersion": 4}, "b2:8080": {}}, UsageError,
+     r'^\$\.extensible\.brokerLookupData\["b1:8080"\]\.brokerVersion: expected a string, got number'),
+    ({"b1:8080": {"loadManagerClassName": ["x"]}, "b2:8080": {}}, UsageError,
+     r'^\$\.extensible\.brokerLookupData\["b1:8080"\]\.loadManagerClassName: expected a string, got array'),
+    ({" b1:8080": {}, "b1:8080": {}, "b2:8080": {}}, InvalidInputError,
+     r'^\$\.extensible\.brokerLookupData\[" b1:8080"\]: malformed broker id'),
+    ({"b1:8080": {}}, InvalidInputError,
+     r'^\$\.extensible\.brokerLookupData\["b2:8080"\]: missing; every broker of availableBrokers'),
+])
+def test_extensible_broker_lookup_data_errors_name_their_json_path(lookup: object, kind: type, message: str) -> None:
+    """Wrong JSON types exit 2, bad values 3; each message names the JSON path. The broker registry lists every
+    available broker with its lookup data, so an available broker without an entry is refused."""
+    doc = {"brokerLoadData": {"b1:8080": json.loads(DOCS_BROKER_LOAD_DATA), "b2:8080": json.loads(DOCS_BROKER_LOAD_DATA)},
+           "brokerLookupData": lookup}
+    with pytest.raises(kind, match=message) as info:
+        parse_extensible(doc)
+    assert type(info.value) is kind

@@ -12,6 +12,7 @@ model and leader loop); each names the Pulsar class and method that decides the 
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 from collections.abc import Iterator
 
@@ -298,3 +299,119 @@ def test_pipelined_answers_are_the_one_at_a_time_answers(oracle: Oracle) -> None
     assert len({json.dumps(a, sort_keys=True) for a in one_at_a_time}) > len(STRATEGIES)  # the answers differ
     assert [fixed(a) for a in oracle.ask_many(iter(requests))] == one_at_a_time
     assert list(oracle.ask_many(iter([]))) == []
+
+
+EXT = "org.apache.pulsar.broker.loadbalance.extensions."
+
+
+def _transfer_request(hot_version: str | None, cold_version: str | None) -> dict:  # type: ignore[type-arg]
+    """Two brokers: hot:8080 (weightedMaxEMA 0.9, four top bundles) must shed to cold:8080 (0.1); the broker filter
+    pipeline (BrokerVersionFilter with preferLaterVersions) decides whether cold is a transferable destination."""
+    def load(ema: float, thr: float) -> dict:  # type: ignore[type-arg]
+        usage = {r: {"usage": ema * 100, "limit": 100.0} for r in ("cpu", "memory", "directMemory", "bandwidthIn",
+                                                                     "bandwidthOut")}
+        return {**usage, "msgThroughputIn": thr / 2, "msgThroughputOut": thr / 2, "msgRateIn": 10.0, "msgRateOut": 10.0,
+                "bundleCount": 4, "topics": 8, "maxResourceUsage": ema, "weightedMaxEMA": ema, "msgThroughputEMA": thr,
+                "updatedAt": NOW, "reportedAt": 0}
+    top = [{"bundleName": f"t/ns/0x{i:08x}_0x{i + 0x100:08x}",
+            "stats": {"msgThroughputIn": 1e6, "msgThroughputOut": 1e6, "msgRateIn": 1.0, "msgRateOut": 1.0}}
+           for i in range(0, 0x400, 0x100)]
+    lookup = {b: ({} if v is None else {"brokerVersion": v}) | {"loadManagerClassName": EXT + "ExtensibleLoadManagerImpl"}
+              for b, v in (("hot:8080", hot_version), ("cold:8080", cold_version))}
+    return {"config": {"pulsarVersion": PROFILE, "loadManagerClassName": EXT + "ExtensibleLoadManagerImpl",
+                       "loadBalancerLoadSheddingStrategy": EXT + "scheduler.TransferShedder",
+                       "loadBalancerSheddingConditionHitCountThreshold": 0, "preferLaterVersions": True},
+            "nowMillis": NOW, "actions": ["shed"],
+            "extensible": {"brokerLoadData": {"hot:8080": load(0.9, 8e6), "cold:8080": load(0.1, 1e6)},
+                           "topBundlesLoadData": {"hot:8080": {"topBundlesLoadData": top}},
+                           "recentlyUnloadedBundles": {}, "recentlyUnloadedBrokers": {},
+                           "brokerLookupData": lookup}}
+
+
+# (higher, lower) in java-semver 0.9.0's order (MetadataVersion.compareIdentifiers: int - int, else text)
+VERSION_ORDER = [("1.0.0-5", "1.0.0-0a"), ("1.0.0-0a", "1.0.0--1"), ("1.0.0--3", "1.0.0--5"),
+                 ("1.0.0--2", "1.0.0-2147483647"), ("1.0.0-99999999999", "1.0.0-5"), ("1.0.0-rc.10", "1.0.0-rc.9"),
+                 ("1.0.0", "1.0.0-SNAPSHOT"), ("10.0.0", "9.0.0")]
+
+
+@pytest.mark.parametrize(("higher", "lower"), VERSION_ORDER)
+def test_transfer_shedder_version_filter_order(oracle: Oracle, higher: str, lower: str) -> None:
+    """BrokerVersionFilter in TransferShedder.isTransferable (4.0.7): with preferLaterVersions only brokers on the
+    latest version (Version.BUILD_AWARE_ORDER, java-semver 0.9.0) remain candidates. A destination on the older
+    version is not transferable (nothing unloaded); the other way round the bundles move. The first pair is the
+    divergence the random cases found (the kernel followed SemVer 2.0: numeric identifiers below alphanumeric)."""
+    for hot, cold, moves in ((higher, lower, False), (lower, higher, True)):
+        req = _transfer_request(hot, cold)
+        java = oracle.ask({**req, "sequence": f"version-order-{hot}-{cold}"})
+        kernel, _ = kernel_answer(req, None)
+        assert compare("TransferShedder", java, kernel) == [], (hot, cold)
+        assert bool(java["unload"]) is moves, (hot, cold, java)
+        assert all(u["destination"] == "cold:8080" for u in java["unload"])
+
+
+@pytest.mark.parametrize("bad", [None, "", "2147483648.0.0", "1\u0661.0.0", "4.0.7-01", "4.0.7 "])
+def test_transfer_shedder_bad_version_fails_the_pipeline(oracle: Oracle, bad: str | None) -> None:
+    """BrokerVersionFilter.getLatestVersionNumber throws BrokerFilterBadVersionException for a missing, empty or
+    unparsable version (also a number beyond Integer.MAX_VALUE, a non-ASCII digit); isTransferable catches the
+    failed future and answers false, so nothing is unloaded -- the same with the version filter off
+    (preferLaterVersions=false) unloads."""
+    req = _transfer_request("4.0.7", bad)
+    java = oracle.ask({**req, "sequence": f"bad-version-{bad!r}"})
+    kernel, _ = kernel_answer(req, None)
+    assert compare("TransferShedder", java, kernel) == []
+    assert java["unload"] == []
+    req["config"]["preferLaterVersions"] = False
+    java = oracle.ask({**req, "sequence": f"bad-version-off-{bad!r}"})
+    kernel, _ = kernel_answer(req, None)
+    assert compare("TransferShedder", java, kernel) == []
+    assert java["unload"]
+
+
+@pytest.mark.parametrize(("class_name", "max_topics", "moves"), [
+    (EXT + "ExtensibleLoadManagerImpl", 50000, True), (IMPL + "ModularLoadManagerImpl", 50000, False),
+    ("ExtensibleLoadManagerImpl", 50000, False), (None, 50000, False), (EXT + "ExtensibleLoadManagerImpl", 8, False),
+    (EXT + "ExtensibleLoadManagerImpl", 9, True)])
+def test_transfer_shedder_class_and_max_topic_filters(oracle: Oracle, class_name: str | None, max_topics: int,
+                                                      moves: bool) -> None:
+    """BrokerLoadManagerClassFilter keeps brokers whose lookup data names exactly the configured
+    loadManagerClassName (a short name or none does not match); BrokerMaxTopicCountFilter drops brokers with
+    topics >= loadBalancerBrokerMaxTopics (cold reports 8 topics). Either one removing the destination makes the
+    bundles not transferable (TransferShedder.isTransferable)."""
+    req = _transfer_request("4.0.7", "4.0.7")
+    req["config"]["loadBalancerBrokerMaxTopics"] = max_topics
+    cold = req["extensible"]["brokerLookupData"]["cold:8080"]
+    if class_name is None:
+        del cold["loadManagerClassName"]
+    else:
+        cold["loadManagerClassName"] = class_name
+    java = oracle.ask({**req, "sequence": f"class-topics-{class_name}-{max_topics}"})
+    kernel, _ = kernel_answer(req, None)
+    assert compare("TransferShedder", java, kernel) == []
+    assert bool(java["unload"]) is moves, java
+
+
+_FRESH = itertools.count()
+_IDENT = st.text(alphabet="019az-", min_size=0, max_size=3) | st.sampled_from(
+    ["2147483647", "2147483648", "-2147483648", "99999999999", "-1", "00", "rc"])
+_NUM = st.sampled_from(["0", "1", "9", "10", "01", "2147483647", "2147483648"])
+
+
+@st.composite
+def _version(draw: st.DrawFn) -> str:
+    normal = draw(st.sampled_from(["1.0.0", "1.0.1"]) | st.builds("{}.{}.{}".format, _NUM, _NUM, _NUM))
+    pre = draw(st.lists(_IDENT, max_size=3))
+    build = draw(st.lists(_IDENT, max_size=2))
+    return normal + ("-" + ".".join(pre) if pre else "") + ("+" + ".".join(build) if build else "")
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+@given(a=_version(), b=_version())
+def test_transfer_shedder_random_versions_agree(oracle: Oracle, a: str, b: str) -> None:
+    """Random version strings (valid and not: empty identifiers, leading zeros, numbers beyond int, identifiers such
+    as -1, build metadata) on the two brokers, both ways round: which one BrokerVersionFilter keeps (or whether it
+    fails) is the same in the kernel as in java-semver 0.9.0 inside the 4.0.7 jar."""
+    for hot, cold in ((a, b), (b, a)):
+        req = _transfer_request(hot, cold)
+        java = oracle.ask({**req, "sequence": f"random-versions-{next(_FRESH)}"})  # a fresh TransferShedder
+        kernel, _ = kernel_answer(req, None)
+        assert compare("TransferShedder", java, kernel) == [], (hot, cold)

@@ -422,7 +422,9 @@ class ExtensibleSnapshot:
     """The request's ``extensible`` block, validated (ExtensibleLoadManagerImpl's stores and channel view).
 
     ``availableBrokers`` defaults to the brokers with load data (the broker registry). ``bundleOwners`` is
-    the service-unit state snapshot; ``None`` means no ownership check.
+    the service-unit state snapshot; ``None`` means no ownership check. ``brokerLookupData`` is the registry's
+    ``BrokerLookupData`` of each broker (``brokerVersion``, ``loadManagerClassName``; a field not given is
+    ``null``, as in an old broker's data); ``None`` means not known, and the filters that read it are skipped.
     """
 
     brokerLoadData: dict[str, BrokerLoadData]
@@ -431,12 +433,32 @@ class ExtensibleSnapshot:
     recentlyUnloadedBrokers: dict[str, int]
     availableBrokers: list[str]
     bundleOwners: dict[str, str] | None
+    brokerLookupData: dict[str, dict[str, str | None]] | None = None
+
+
+# The BrokerLookupData fields the broker filters read (BrokerLoadManagerClassFilter, BrokerVersionFilter).
+LOOKUP_FIELDS = ("brokerVersion", "loadManagerClassName")
+
+
+def parse_broker_lookup_data(doc: Any, path: str) -> dict[str, dict[str, str | None]] | None:
+    """``extensible.brokerLookupData``: ``{broker: {"brokerVersion": str, "loadManagerClassName": str}}``
+    (``BrokerLookupData`` field names; ``null`` or absent fields stay ``null``; its other fields, e.g. a whole
+    registry entry pasted in, are ignored as Pulsar's Jackson model ignores unknown ones); ``None`` when absent."""
+    if doc is None:
+        return None
+    out: dict[str, dict[str, str | None]] = {}
+    for broker, d in as_object(doc, path).items():
+        p = child(path, broker)
+        check_broker_id(broker, p)
+        o = as_object(d, p, allow_null=False)
+        out[broker] = {k: get_str(o, k, p) for k in LOOKUP_FIELDS}
+    return out
 
 
 def parse_extensible(doc: Any, path: str = "$.extensible") -> ExtensibleSnapshot:
     o = as_object(doc, path)
     check_keys(o, ("brokerLoadData", "topBundlesLoadData", "recentlyUnloadedBundles", "recentlyUnloadedBrokers",
-                   "availableBrokers", "bundleOwners"), path)
+                   "availableBrokers", "bundleOwners", "brokerLookupData"), path)
     lp = child(path, "brokerLoadData")
     load: dict[str, BrokerLoadData] = {}
     for broker, d in as_object(o.get("brokerLoadData"), lp).items():
@@ -472,4 +494,11 @@ def parse_extensible(doc: Any, path: str = "$.extensible") -> ExtensibleSnapshot
                 raise InvalidInputError(f'{p}: bundle owned by unknown broker "{owner}" (not in availableBrokers '
                                         f'or brokerLoadData)')
             owners[name] = owner
-    return ExtensibleSnapshot(load, top, recent_bundles, recent_brokers, available, owners)
+    lookup = parse_broker_lookup_data(o.get("brokerLookupData"), child(path, "brokerLookupData"))
+    if lookup is not None:
+        # the broker registry lists each available broker with its lookup data: one cannot come without the other
+        for b in available:
+            if b not in lookup:
+                raise InvalidInputError(f'{child(child(path, "brokerLookupData"), b)}: missing; every broker of '
+                                        f'availableBrokers needs its BrokerLookupData once brokerLookupData is given')
+    return ExtensibleSnapshot(load, top, recent_bundles, recent_brokers, available, owners, lookup)

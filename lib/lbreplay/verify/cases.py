@@ -40,6 +40,18 @@ PLACEMENT_STRATEGIES = ("LeastLongTermMessageRate", "LeastResourceUsageWithWeigh
 EXT = "org.apache.pulsar.broker.loadbalance.extensions."
 NOW = 1_700_000_000_000
 MB = 1024.0 * 1024.0
+# Broker versions for BrokerVersionFilter: one release everywhere, mixed releases, pre-releases / build metadata.
+# java-semver 0.9.0 compares a numeric identifier with an alphanumeric one as text ("5" > "0a", "-1" a number), so
+# its order can be cyclic (1.0.0-9 < 1.0.0-10 < 1.0.0-1a < 1.0.0-9) and the "latest" then follows hash-map order;
+# no pool holds such a cycle (tests/kernel/extensible/test_broker_filters.py checks it).
+VERSION_POOLS = (
+    ("4.0.7",),
+    ("3.0.7", "3.3.6", "4.0.7", "4.0.8", "4.0.10", "10.0.0", "9.0.0"),
+    ("4.0.7", "4.0.7-SNAPSHOT", "4.0.7-rc.1", "4.0.7-rc.2", "4.0.7-rc.10", "4.0.7+b1", "4.0.7+b2.001",
+     "4.0.8-rc.1+build.7"),
+    ("4.0.8-0a", "4.0.8-5", "4.0.8--1", "4.0.8-x"),  # text order: -1 < 0a < 5 < x (SemVer 2.0: 5 < -1 < 0a < x)
+)
+BAD_VERSIONS = (None, "", "4.0", "v4.0.7", "4.0.07", "4.0.7-01", "2147483648.0.0", "4.0.7-", "4.0.7+", "4.0.7 ")
 
 
 def _hex(x: int) -> str:
@@ -307,7 +319,47 @@ class Generator:
                                "availableBrokers": available}
         if rng.random() < 0.5:
             ext["bundleOwners"] = owners
+        # the broker filters' inputs, drawn after everything above so those draws stay as they were
+        if rng.random() < 0.3:  # BrokerMaxTopicCountFilter: a limit among the brokers' topic counts (0-20)
+            conf["loadBalancerBrokerMaxTopics"] = int(rng.choice([1, 2, 3, 5, 10, 11, 21]))
+        if rng.random() < 0.75:
+            ext["brokerLookupData"] = self._lookup_data(available)
+            conf["preferLaterVersions"] = bool(rng.random() < 0.6)
         return {"config": conf, "nowMillis": NOW, "extensible": ext, "actions": ["shed"]}
+
+    def _lookup_data(self, brokers: list[str]) -> dict[str, dict[str, Any]]:
+        """``BrokerLookupData`` per broker for BrokerLoadManagerClassFilter / BrokerVersionFilter: mostly
+        ExtensibleLoadManagerImpl, now and then another or no class name; versions all equal, mixed releases,
+        pre-releases and build metadata, or with one missing / invalid version (``BrokerFilterBadVersionException``).
+        The pools hold no three versions whose java-semver 0.9.0 order is cyclic (see ``VERSION_POOLS``)."""
+        rng = self.rng
+        mode = rng.choice(len(VERSION_POOLS) + 1, p=[0.3, 0.2, 0.25, 0.15, 0.1])
+        if mode < len(VERSION_POOLS):
+            pool = VERSION_POOLS[int(mode)]
+            picks = [pool[int(i)] for i in rng.choice(len(pool), size=min(len(pool), int(rng.integers(1, 4))),
+                                                      replace=False)]
+        else:
+            picks = [VERSION_POOLS[0][0]]
+        out: dict[str, dict[str, Any]] = {}
+        for b in brokers:
+            d: dict[str, Any] = {}
+            r = rng.random()
+            if r < 0.9:
+                d["loadManagerClassName"] = EXT + "ExtensibleLoadManagerImpl"
+            elif r < 0.95:
+                d["loadManagerClassName"] = IMPL + "ModularLoadManagerImpl"
+            elif r < 0.975:
+                d["loadManagerClassName"] = "ExtensibleLoadManagerImpl"  # not the configured string
+            d["brokerVersion"] = picks[int(rng.integers(len(picks)))]
+            out[b] = d
+        if mode == len(VERSION_POOLS) and brokers:  # one broker with a missing or invalid version
+            bad = BAD_VERSIONS[int(rng.integers(len(BAD_VERSIONS)))]
+            victim = out[brokers[int(rng.integers(len(brokers)))]]
+            if bad is None:
+                del victim["brokerVersion"]
+            else:
+                victim["brokerVersion"] = bad
+        return out
 
     def evolve_extensible(self, req: dict[str, Any]) -> dict[str, Any]:
         rng = self.rng

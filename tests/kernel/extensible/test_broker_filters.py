@@ -10,6 +10,7 @@ import pytest
 from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.extensible.broker_filters import (
     BrokerFilterError,
+    compare_semver,
     compare_semver_build_aware,
     filter_brokers,
     load_manager_class_filter,
@@ -18,6 +19,7 @@ from lbreplay.kernel.extensible.broker_filters import (
     version_filter,
 )
 from lbreplay.kernel.extensible.context import ExtensibleContext
+from lbreplay.verify.cases import BAD_VERSIONS, VERSION_POOLS
 
 EXT = "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
 MOD = "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl"
@@ -111,3 +113,61 @@ def test_pipeline_error_handling() -> None:
     # class filter drops b3, version filter fails on b2's "bad" version -> reset to {b1, b2}
     assert _names(ctx, filter_brokers(ctx, conf, "a/b/0x0_0x1")) == ["b1", "b2"]  # type: ignore[arg-type]
     assert filter_brokers(ctx, conf, "a/b/0x0_0x1", on_error="fail") is None
+
+
+def test_semver_identifiers_compare_as_java_semver_0_9_0() -> None:
+    """java-semver 0.9.0 (the Version class of every checked line's BrokerVersionFilter),
+    ``MetadataVersion.compareIdentifiers``: two identifiers that ``Integer.parseInt`` accepts compare by
+    ``parseInt(a) - parseInt(b)`` (an int subtraction, which wraps), any other pair by ``String.compareTo`` -- not
+    SemVer 2.0's "numeric identifiers are lower than alphanumeric ones". Checked against the jars by the
+    TransferShedder oracle cases (pool 4 of ``VERSION_POOLS``)."""
+    v = parse_semver
+    assert compare_semver(v("1.0.0-5"), v("1.0.0-0a")) > 0  # text: "5" > "0a" (SemVer 2.0 says lower)
+    assert compare_semver(v("1.0.0--1"), v("1.0.0-0a")) < 0  # "-1" parses as the int -1
+    assert compare_semver(v("1.0.0--5"), v("1.0.0--3")) < 0  # -5 < -3 (as text "-5" > "-3")
+    assert compare_semver(v("1.0.0-2147483647"), v("1.0.0--2")) < 0  # 2147483647 - (-2) wraps negative
+    assert compare_semver(v("1.0.0-99999999999"), v("1.0.0-5")) > 0  # beyond int: text, "9..." > "5"
+    assert compare_semver(v("1.0.0-rc.10"), v("1.0.0-rc.9")) > 0
+    assert compare_semver(v("1.0.0-1"), v("1.0.0-alpha")) < 0
+    assert compare_semver(v("1.0.0+b2"), v("1.0.0+b1")) == 0  # Version.equals ignores build metadata
+    assert compare_semver_build_aware(v("1.0.0+001"), v("1.0.0+1")) == 0  # "001" parses as 1
+
+
+@pytest.mark.parametrize("text", ["2147483648.0.0", "1.2147483648.0", "1\u0661.0.0", "4.0.07", "4.0.7-01", "4.0.7-",
+                                  "4.0.7+", "4.0.7 ", "v4.0.7", "4.0", "4.0.7-a..b", "4.0.7-a_b"])
+def test_semver_invalid_versions(text: str) -> None:
+    """``VersionParser``: ASCII digits only, no leading zero in a numeric identifier, no empty identifier, nothing
+    after the version; a normal-version number beyond ``Integer.MAX_VALUE`` makes ``Integer.parseInt`` throw
+    (BrokerVersionFilter: "Invalid version string", the filter fails)."""
+    with pytest.raises(ValueError):
+        parse_semver(text)
+    assert parse_semver("4.0.7+01").__getitem__(2) == ("01",)  # build identifiers may have leading zeros
+
+
+def test_version_filter_latest_follows_text_order() -> None:
+    """Regression (oracle, TransferShedder on 4.0.7): BrokerVersionFilter.getLatestVersionNumber keeps 1.0.0-5 over
+    1.0.0-0a (MetadataVersion.compareIdentifiers compares them as text); the kernel used SemVer 2.0's order, kept
+    the 0a broker and transferred bundles to it where Pulsar found no transferable destination."""
+    conf = PulsarConfig.resolve({"preferLaterVersions": True})
+    versions = {"b1": "1.0.0-5", "b2": "1.0.0-0a", "b3": "1.0.0--1"}
+    ctx = ExtensibleContext.build(0, available=list(versions), lookup=_lookup(versions))
+    assert _names(ctx, version_filter(ctx, conf, "a/b/0x0_0x1", ctx.available.copy())) == ["b1"]
+
+
+def test_case_version_pools_have_no_cyclic_order() -> None:
+    """java-semver 0.9.0's order is not transitive (1.0.0-9 < 1.0.0-10 < 1.0.0-1a < 1.0.0-9), so BrokerVersionFilter's
+    "latest" may then depend on hash-map order. The oracle cases draw versions from pools where it is a total order
+    (every triple transitive, no two distinct strings equal unless they differ only in build metadata); the bad
+    versions are rejected by the parser."""
+    for pool in VERSION_POOLS:
+        vs = [parse_semver(t) for t in pool]
+        for a in vs:
+            for b in vs:
+                assert compare_semver_build_aware(a, b) == -compare_semver_build_aware(b, a)
+                for c in vs:
+                    if compare_semver_build_aware(a, b) < 0 and compare_semver_build_aware(b, c) < 0:
+                        assert compare_semver_build_aware(a, c) < 0, (a, b, c)
+    for bad in BAD_VERSIONS:
+        if bad:
+            with pytest.raises(ValueError):
+                parse_semver(bad)

@@ -51,47 +51,71 @@ def max_topic_count_filter(ctx: ExtensibleContext, conf: PulsarConfig, bundle: s
     return cand & (topics < int(conf["loadBalancerBrokerMaxTopics"]))
 
 
-# --- semantic versions (com.github.zafarkhaja.semver.Version, as used by BrokerVersionFilter) -------------------
+# --- semantic versions (com.github.zafarkhaja.semver.Version 0.9.0, the java-semver of every checked line) --------
+# ``VersionParser``: ASCII digits / letters / hyphens only, no leading zero in a numeric identifier (the normal
+# version's numbers and numeric pre-release identifiers), build identifiers may have them.
 _SEMVER = re.compile(
-    r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
-    r"(?:-((?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*))?"
+    r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)"
+    r"(?:-((?:0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*))*))?"
     r"(?:\+([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?"
 )
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 
 SemVer = tuple[tuple[int, int, int], tuple[str, ...], tuple[str, ...]]
 
 
 def parse_semver(text: str) -> SemVer:
-    """``Version.valueOf``: strict SemVer 2.0 ``MAJOR.MINOR.PATCH[-pre][+build]``; raises ``ValueError``."""
+    """``Version.valueOf``: strict SemVer 2.0 ``MAJOR.MINOR.PATCH[-pre][+build]``; raises ``ValueError``
+    (also for a normal-version number beyond ``Integer.MAX_VALUE``: ``Integer.parseInt`` throws)."""
     m = _SEMVER.fullmatch(text)
     if not m:
         raise ValueError(f"invalid version {text!r}")
+    normal = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+    if max(normal) > _INT_MAX:
+        raise ValueError(f"invalid version {text!r}: number out of int range")
     pre = tuple(m.group(4).split(".")) if m.group(4) else ()
     build = tuple(m.group(5).split(".")) if m.group(5) else ()
-    return (int(m.group(1)), int(m.group(2)), int(m.group(3))), pre, build
+    return normal, pre, build
 
 
 def _cmp(a: object, b: object) -> int:
     return (a > b) - (a < b)  # type: ignore[operator]
 
 
+def _java_int(x: str) -> int | None:
+    """``Integer.parseInt(x)``, or None where it throws ``NumberFormatException`` (``MetadataVersion.isInt``)."""
+    if not _JAVA_INT.fullmatch(x):
+        return None
+    v = int(x)
+    return v if _INT_MIN <= v <= _INT_MAX else None
+
+
+def _compare_identifier(x: str, y: str) -> int:
+    """``MetadataVersion.compareIdentifiers`` (0.9.0): both parse as a Java ``int`` -> ``parseInt(x) - parseInt(y)``
+    (32-bit, so it may wrap), else ``String.compareTo`` -- a numeric identifier against an alphanumeric one compares
+    as text (``"5" > "0a"``), not "numeric lower" as SemVer 2.0 says; an identifier such as ``-5`` counts as a
+    number."""
+    xi, yi = _java_int(x), _java_int(y)
+    if xi is not None and yi is not None:
+        d = (xi - yi) & 0xFFFFFFFF
+        return _cmp(d - (1 << 32) if d >= 1 << 31 else d, 0)
+    return _cmp(x, y)
+
+
 def _compare_ids(a: tuple[str, ...], b: tuple[str, ...]) -> int:
-    """``MetadataVersion.compareTo`` of two non-empty identifier lists (numeric < alphanumeric, shorter < longer)."""
+    """``MetadataVersion.compareTo`` of two non-empty identifier lists: the first differing identifier
+    (``compareIdentifiers``), else the shorter list is lower."""
     for x, y in zip(a, b):
-        xn, yn = x.isdigit(), y.isdigit()
-        if xn and yn:
-            c = _cmp(int(x), int(y))
-        elif xn != yn:
-            c = -1 if xn else 1
-        else:
-            c = _cmp(x, y)
+        c = _compare_identifier(x, y)
         if c:
             return c
     return _cmp(len(a), len(b))
 
 
 def compare_semver(a: SemVer, b: SemVer) -> int:
-    """``Version.compareTo``: normal version, then pre-release (a pre-release is lower than the release)."""
+    """``Version.compareTo``: normal version, then pre-release (a pre-release is lower than the release); build
+    metadata ignored (``Version.equals`` is ``compareTo == 0``)."""
     c = _cmp(a[0], b[0])
     if c:
         return c

@@ -23,6 +23,10 @@ import org.apache.pulsar.broker.loadbalance.extensions.channel.ServiceUnitStateC
 import org.apache.pulsar.broker.loadbalance.extensions.data.BrokerLoadData;
 import org.apache.pulsar.broker.loadbalance.extensions.data.BrokerLookupData;
 import org.apache.pulsar.broker.loadbalance.extensions.data.TopBundlesLoadData;
+import org.apache.pulsar.broker.loadbalance.extensions.filter.BrokerFilter;
+import org.apache.pulsar.broker.loadbalance.extensions.filter.BrokerLoadManagerClassFilter;
+import org.apache.pulsar.broker.loadbalance.extensions.filter.BrokerMaxTopicCountFilter;
+import org.apache.pulsar.broker.loadbalance.extensions.filter.BrokerVersionFilter;
 import org.apache.pulsar.broker.loadbalance.extensions.models.UnloadCounter;
 import org.apache.pulsar.broker.loadbalance.extensions.models.UnloadDecision;
 import org.apache.pulsar.broker.loadbalance.extensions.policies.AntiAffinityGroupPolicyHelper;
@@ -37,8 +41,9 @@ import org.mockito.Mockito;
  * context, recentlyUnloadedBundles, recentlyUnloadedBrokers)} with the request's maps, on a context built the way
  * TransferShedderTest builds it: in-memory load-data stores, a mocked BrokerRegistry listing
  * {@code extensible.availableBrokers}, a mocked ServiceUnitStateChannel answering {@code isOwner} from
- * {@code extensible.bundleOwners} (every reporter owns its bundles without it), no broker filters, no isolation
- * or anti-affinity policies. TransferShedder reads the wall clock (load-data TTL): the cases keep their
+ * {@code extensible.bundleOwners} (every reporter owns its bundles without it), the jar's broker filters over real
+ * {@code BrokerLookupData} records built from {@code extensible.brokerLookupData} (see {@link #filterPipeline}), no
+ * isolation or anti-affinity policies. TransferShedder reads the wall clock (load-data TTL): the cases keep their
  * timestamps far from those limits.
  */
 final class Extensible {
@@ -74,8 +79,10 @@ final class Extensible {
         } else {
             availableIds.addAll(brokerLoad.keySet());
         }
+        JsonNode lookupBlock = ext.path("brokerLookupData");
+        boolean lookupGiven = lookupBlock.isObject();
         for (String b : availableIds) {
-            available.put(b, lookupData());
+            available.put(b, lookupData(b, lookupBlock.path(b)));
         }
         JsonNode owners = ext.path("bundleOwners");
 
@@ -134,7 +141,6 @@ final class Extensible {
             Oracle.writeField(transfer, "pulsar", pulsar);
             Oracle.writeField(transfer, "isolationPoliciesHelper", iso);
             Oracle.writeField(transfer, "antiAffinityGroupPolicyHelper", aa);
-            Oracle.writeField(transfer, "brokerFilterPipeline", new ArrayList<>());
             if (Oracle.readField(transfer, "decisionCache") == null) {
                 Oracle.writeField(transfer, "decisionCache", new java.util.HashSet<>());
             }
@@ -150,6 +156,7 @@ final class Extensible {
             return o != null && String.valueOf(args[1]).equals(o.asText());
         });
         Oracle.writeField(transfer, "channel", channel);
+        Oracle.writeField(transfer, "brokerFilterPipeline", filterPipeline(lookupGiven));
 
         // the counter keeps the last computed figures: mark them unset so only this call's figures are reported
         Oracle.writeField(transfer.getCounter(), "loadAvg", Double.NaN);
@@ -188,15 +195,51 @@ final class Extensible {
         }
     }
 
-    private static BrokerLookupData lookup;
-
-    /** One BrokerLookupData for every available broker: TransferShedder only passes them to the (empty) filter
-     * pipeline. */
-    static synchronized BrokerLookupData lookupData() {
-        if (lookup == null) {
-            lookup = Mockito.mock(BrokerLookupData.class);
+    /**
+     * The filters {@code ExtensibleLoadManagerImpl}'s constructor adds, in its order (the same on every checked line):
+     * {@code BrokerLoadManagerClassFilter}, {@code BrokerMaxTopicCountFilter}, {@code BrokerVersionFilter}. Without
+     * {@code extensible.brokerLookupData} the two that read the lookup data are left out, as {@code decide} skips
+     * them. {@code initialize} then adds {@code AntiAffinityGroupPolicyFilter} and {@code BrokerIsolationPoliciesFilter}:
+     * not here (the TransferShedder cases carry no policies; their helpers are mocks answering "no policy").
+     */
+    static List<BrokerFilter> filterPipeline(boolean lookupGiven) {
+        List<BrokerFilter> filters = new ArrayList<>();
+        if (lookupGiven) {
+            filters.add(new BrokerLoadManagerClassFilter());
         }
-        return lookup;
+        filters.add(new BrokerMaxTopicCountFilter());
+        if (lookupGiven) {
+            filters.add(new BrokerVersionFilter());
+        }
+        return filters;
+    }
+
+    /**
+     * A real {@code BrokerLookupData} record for {@code broker}: {@code brokerVersion} and {@code loadManagerClassName}
+     * from the request ({@code null} when absent), persistent and non-persistent topics enabled (broker.conf
+     * defaults), empty maps, no URLs. The record's components differ between lines (3.3 adds {@code properties}, 4.0
+     * {@code brokerId}): its canonical constructor is found by reflection and filled by component name.
+     */
+    static BrokerLookupData lookupData(String broker, JsonNode d) throws Exception {
+        java.lang.reflect.RecordComponent[] comps = BrokerLookupData.class.getRecordComponents();
+        Class<?>[] types = new Class<?>[comps.length];
+        Object[] args = new Object[comps.length];
+        for (int i = 0; i < comps.length; i++) {
+            types[i] = comps[i].getType();
+            args[i] = switch (comps[i].getName()) {
+                case "brokerId" -> broker;
+                case "brokerVersion", "loadManagerClassName" -> {
+                    JsonNode v = d.path(comps[i].getName());
+                    yield v.isTextual() ? v.asText() : null;
+                }
+                case "persistentTopicsEnabled", "nonPersistentTopicsEnabled" -> true;
+                default -> types[i] == boolean.class ? Boolean.FALSE
+                        : types[i] == long.class ? Long.valueOf(0L)
+                        : types[i] == int.class ? Integer.valueOf(0)
+                        : Map.class.isAssignableFrom(types[i]) ? new HashMap<>() : null;
+            };
+        }
+        return BrokerLookupData.class.getDeclaredConstructor(types).newInstance(args);
     }
 
     interface Handler {
