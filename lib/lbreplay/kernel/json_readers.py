@@ -17,7 +17,6 @@ from lbreplay.kernel.naming import split_bundle_name
 # ----------------------------------------------------------------------------------------------------------
 # JSON paths and typed readers
 # ----------------------------------------------------------------------------------------------------------
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _RANGE = re.compile(r"0x([0-9a-f]{8})_0x([0-9a-f]{8})\Z")
 _MAX_HASH = 0xFFFFFFFF
 UNKNOWN_LIMIT = -1.0  # ResourceUsage limit Pulsar writes when it cannot measure it (e.g. NIC speed)
@@ -27,7 +26,7 @@ def child(path: str, key: str | int) -> str:
     """JSON path of ``key`` under ``path``: ``$.a.b``, ``$.brokers["b1:8080"]``, ``$.list[3]``."""
     if isinstance(key, int):
         return f"{path}[{key}]"
-    if _IDENT.match(key):
+    if key.isascii() and key.isidentifier():  # [A-Za-z_][A-Za-z0-9_]*
         return f"{path}.{key}"
     return f'{path}["{_escape(key)}"]'
 
@@ -114,6 +113,8 @@ def get_number(obj: Mapping[str, Any], key: str, path: str, default: float = 0.0
         return default
     if type(value) is float and math.isfinite(value) and (minimum is None or value >= minimum):
         return value  # the common case, without building the JSON path a message would need
+    if type(value) is int and (minimum is None or value >= minimum):
+        return float(value)
     return as_number(value, child(path, key), minimum=minimum)
 
 
@@ -143,13 +144,24 @@ def parse_bundle_name(name: Any, path: str) -> tuple[str, int, int]:
     ``tenant/cluster/ns``); the range is lower-case 8-digit hex, ``lower < upper <= 0xffffffff``.
     Returns (namespace, lower, upper).
     """
+    if type(name) is str:
+        known = _VALID_BUNDLE_NAMES.get(name)
+        if known is not None:
+            return known
     text = as_string(name, path)
     ns, rng = split_bundle_name(text)
     parts = ns.split("/")
     if len(parts) not in (2, 3) or any(not p or p != p.strip() for p in parts):
         raise InvalidInputError(f"{path}: malformed bundle name {text!r}: expected tenant/namespace/0x%08x_0x%08x")
     lower, upper = parse_bundle_range(rng, path, text)
+    if len(_VALID_BUNDLE_NAMES) >= 65_536:
+        _VALID_BUNDLE_NAMES.clear()
+    _VALID_BUNDLE_NAMES[text] = (ns, lower, upper)
     return ns, lower, upper
+
+
+# names already validated (bundle names repeat across brokers, ticks and requests; only valid ones are kept)
+_VALID_BUNDLE_NAMES: dict[str, tuple[str, int, int]] = {}
 
 
 def parse_bundle_range(rng: str, path: str, shown: str | None = None) -> tuple[int, int]:
