@@ -49,7 +49,6 @@ PULSAR_LINES: dict[str, tuple[str, str, int]] = {
     "2.11": ("2.11.0", "2.11", 17),
     "2.10": ("2.10.5", "2.10", 17),
 }
-DEFAULT_LINE = "4.0"
 NOT_IN_LINE = "not in this line"
 
 
