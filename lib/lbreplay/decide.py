@@ -60,6 +60,7 @@ from lbreplay.decide_json import (
 )
 from lbreplay.errors import EXIT_FAILURE, InvalidInputError, LbReplayError, UsageError
 from lbreplay.kernel.config import PulsarConfig, is_extensible, short_class
+from lbreplay.kernel.extensible.broker_filters import POLICY_FILTERS
 from lbreplay.kernel.extensible.context import ExtensibleContext
 from lbreplay.kernel.extensible.extensible_load_manager import SHEDDING_STRATEGY, ExtensibleLoadManager
 from lbreplay.kernel.extensible.split_scheduler import SPLIT_STRATEGY
@@ -75,7 +76,6 @@ from lbreplay.kernel.json_readers import (
     parse_bundle_name,
 )
 from lbreplay.kernel.leader_state import LeaderState
-from lbreplay.kernel.load_data import Brokers
 from lbreplay.kernel.load_data_json import load_data_from_request
 from lbreplay.kernel.modular_load_manager import ModularLoadManager
 from lbreplay.kernel.naming import (
@@ -87,7 +87,6 @@ from lbreplay.kernel.naming import (
     find_bundle_index,
     initial_boundaries,
     namespace_of_topic,
-    split_bundle_name,
     topic_hash,
 )
 from lbreplay.kernel.naming import parse_bundle_name as split_name
@@ -332,25 +331,15 @@ class DecideRequest:
             for name, ts in (saved.get(key) or {}).items():
                 target[str(name)] = int(ts)
         self.assigned_ext = {str(k): str(v) for k, v in (saved.get("assigned") or {}).items()}
-        filters = [self._isolation_filter] if self.policies.isolation else []
+        # ExtensibleLoadManagerImpl.initialize appends AntiAffinityGroupPolicyFilter and BrokerIsolationPoliciesFilter
         self.ctx = ExtensibleContext.from_snapshot(snap, self.now, lookup=snap.brokerLookupData, policies=self.policies,
-                                                   extra_filters=filters)
-        self._ext_brokers: Brokers | None = None
+                                                   extra_filters=POLICY_FILTERS)
         self.shed_name = SHEDDING_STRATEGY
         self.ext_manager = ExtensibleLoadManager()
         self.shedder = self.ext_manager.shedder
         self._restore(self.shedder, "shedding", self.shed_name)
         self.splitter = self.ext_manager.split_scheduler.splitter
         self._restore(self.splitter, "split", SPLIT_STRATEGY)
-
-    def _isolation_filter(self, ctx: Any, conf: Any, bundle: str, cand: np.ndarray) -> np.ndarray:
-        """``BrokerIsolationPoliciesFilter`` (added by ``ExtensibleLoadManagerImpl.initialize``):
-        ``IsolationPoliciesHelper.applyIsolationPolicies``, the same rule as the modular
-        ``LoadManagerShared.applyNamespacePolicies``."""
-        if self._ext_brokers is None:
-            self._ext_brokers = Brokers.empty(list(ctx.broker_ids))
-        ns = split_bundle_name(bundle)[0]
-        return np.asarray(cand, dtype=bool) & self.policies.apply_namespace_policies(ns, self._ext_brokers, cand)
 
     # --- actions ----------------------------------------------------------------------------------
     def run(self, path: str, kind: str, arg: Any, resp: Response) -> None:

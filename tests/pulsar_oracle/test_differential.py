@@ -415,3 +415,79 @@ def test_transfer_shedder_random_versions_agree(oracle: Oracle, a: str, b: str) 
         java = oracle.ask({**req, "sequence": f"random-versions-{next(_FRESH)}"})  # a fresh TransferShedder
         kernel, _ = kernel_answer(req, None)
         assert compare("TransferShedder", java, kernel) == [], (hot, cold)
+
+
+def _policy_request(owned: dict[str, list[str]], groups: dict[str, str], **conf: object) -> dict:  # type: ignore[type-arg]
+    """``_transfer_request`` with a third broker warm:8080 (weightedMaxEMA 0.5) and the channel's ownership: hot's
+    four t/ns bundles, plus ``owned`` (broker -> namespaces, one bundle each; a namespace listed twice gives two
+    bundles); ``groups``: the namespaces' anti-affinity groups (``namespaces.<ns>.policies``)."""
+    req = _transfer_request("4.0.7", "4.0.7")
+    ext = req["extensible"]
+    warm = copy.deepcopy(ext["brokerLoadData"]["cold:8080"])
+    warm.update({"weightedMaxEMA": 0.5, "maxResourceUsage": 0.5})
+    ext["brokerLoadData"]["warm:8080"] = warm
+    ext["brokerLookupData"]["warm:8080"] = dict(ext["brokerLookupData"]["cold:8080"])
+    owners = {e["bundleName"]: "hot:8080" for e in ext["topBundlesLoadData"]["hot:8080"]["topBundlesLoadData"]}
+    for broker, namespaces in owned.items():
+        for k, ns in enumerate(namespaces):
+            owners[f"{ns}/0x{k * 0x100:08x}_0x{k * 0x100 + 0x100:08x}"] = broker
+    ext["bundleOwners"] = owners
+    req["namespaces"] = {ns: {"policies": {"namespaceAntiAffinityGroup": g}} for ns, g in groups.items()}
+    req["config"].update(conf)
+    return req
+
+
+@pytest.mark.parametrize(("owned", "moves"), [
+    ({"cold:8080": ["t/x"]}, False),  # warm owns nothing of the group: only warm is left, cold is no destination
+    ({"cold:8080": ["t/x"], "warm:8080": ["t/y"]}, True),  # cold and warm hold one bundle each: both least
+    ({"cold:8080": ["t/x", "t/x"], "warm:8080": ["t/y"]}, False),  # Owned bundles count, not namespaces
+    ({"cold:8080": ["t/free"]}, True),  # t/free is in no group: nobody but hot holds the group
+])
+def test_transfer_shedder_anti_affinity_filter(oracle: Oracle, owned: dict[str, list[str]], moves: bool) -> None:
+    """AntiAffinityGroupPolicyFilter (added by ExtensibleLoadManagerImpl.initialize) in TransferShedder.isTransferable:
+    AntiAffinityGroupPolicyHelper.filterAsync -> LoadManagerShared.filterAntiAffinityGroupOwnedBrokersAsync over
+    ServiceUnitStateChannel.getOwnershipEntrySet() keeps the candidates holding the fewest Owned bundles of the
+    namespace's group (getAntiAffinityNamespaceOwnedBrokers counts each Owned entry, unlike the modular load
+    manager's count of namespaces; group names compare ignoring case). The kernel had no such filter: hot's t/ns
+    bundles moved to cold regardless (15 of 600 random cases on 4.0)."""
+    req = _policy_request(owned, {"t/ns": "g", "t/x": "G", "t/y": "g"},
+                          loadBalancerSheddingBundlesWithPoliciesEnabled=True)
+    java = oracle.ask({**req, "sequence": f"anti-affinity-{owned}"})
+    kernel, _ = kernel_answer(req, None)
+    assert compare("TransferShedder", java, kernel) == []
+    assert bool(java["unload"]) is moves, java
+    assert all(u["destination"] == "cold:8080" for u in java["unload"])
+
+
+@pytest.mark.parametrize(("primary", "secondary", "min_limit", "enabled", "moves"), [
+    ("hot|cold", "", "1", True, True),
+    ("hot|warm", "", "1", True, False),  # cold is no primary: not a destination
+    ("hot|warm", "cold", "3", True, True),  # 2 primaries < min_limit 3: failover adds the secondary cold
+    ("hot|cold", "", "1", False, False),  # loadBalancerSheddingBundlesWithPoliciesEnabled=false: not transferable
+])
+def test_transfer_shedder_isolation_policies(oracle: Oracle, primary: str, secondary: str, min_limit: str,
+                                             enabled: bool, moves: bool) -> None:
+    """BrokerIsolationPoliciesFilter (IsolationPoliciesHelper over SimpleResourceAllocationPolicies ->
+    LoadManagerShared.applyNamespacePoliciesAsync) and TransferShedder.isLoadBalancerSheddingBundlesWithPolicies
+    Enabled, with the jar's own helpers over the request's isolationPolicies."""
+    req = _policy_request({}, {}, loadBalancerSheddingBundlesWithPoliciesEnabled=enabled)
+    req["isolationPolicies"] = {"p": {
+        "namespaces": ["t/ns"], "primary": [primary], "secondary": [secondary] if secondary else [],
+        "auto_failover_policy": {"policy_type": "min_available",
+                                 "parameters": {"min_limit": min_limit, "usage_threshold": "80"}}}}
+    java = oracle.ask({**req, "sequence": f"isolation-{primary}-{secondary}-{min_limit}-{enabled}"})
+    kernel, _ = kernel_answer(req, None)
+    assert compare("TransferShedder", java, kernel) == []
+    assert bool(java["unload"]) is moves, java
+
+
+@pytest.mark.parametrize("cold", ["cold:8080", "cold", "[::1]:8080"])
+def test_transfer_shedder_isolation_filter_skips_ids_without_port(oracle: Oracle, cold: str) -> None:
+    """BrokerIsolationPoliciesFilter runs even without isolation policies: LoadManagerShared.parseBrokerHost (the
+    id up to its last ':') throws for an id without ':' and applyNamespacePoliciesAsync skips that broker, so a
+    destination named without a port is never transferable (the kernel added the filter only with policies)."""
+    req = json.loads(json.dumps(_transfer_request("4.0.7", "4.0.7")).replace("cold:8080", cold))
+    java = oracle.ask({**req, "sequence": f"no-port-{cold}"})
+    kernel, _ = kernel_answer(req, None)
+    assert compare("TransferShedder", java, kernel) == []
+    assert bool(java["unload"]) is (":" in cold), java

@@ -14,7 +14,7 @@ listed in several failure domains) we visit names in sorted order.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +43,13 @@ def broker_host(broker: str) -> str:
         return broker[: end + 1] if end >= 0 else broker
     host, sep, port = broker.rpartition(":")
     return host if sep and port.isdigit() else broker
+
+
+def parse_broker_host(broker: str) -> str | None:
+    """``LoadManagerShared.parseBrokerHost`` (the extensible load manager's ``applyNamespacePoliciesAsync``): the id
+    up to its last ``:``; None for an id without one (Pulsar throws and skips that broker)."""
+    i = broker.rfind(":")
+    return broker[:i] if i >= 0 else None
 
 
 @dataclass(frozen=True)
@@ -152,7 +159,7 @@ class NamespacePolicies:
     failure_domains: dict[str, tuple[str, ...]] = field(default_factory=dict)  # domain -> broker ids
     failure_domains_enabled: bool = False  # broker.conf failureDomainsEnabled
     shedding_excluded_namespaces: frozenset[str] = frozenset()  # loadBalancerSheddingExcludedNamespaces (PIP-380)
-    _mask_cache: dict[tuple[str, bool, tuple[str, ...]], tuple[np.ndarray, np.ndarray, np.ndarray]] = field(
+    _mask_cache: dict[tuple[str, bool, str, tuple[str, ...]], tuple[np.ndarray, np.ndarray, np.ndarray]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
 
@@ -249,15 +256,17 @@ class NamespacePolicies:
 
     # --- applyNamespacePolicies ---------------------------------------------------------------
     def _host_masks(
-        self, namespace: str, brokers: Brokers, policy: object = _UNSET
+        self, namespace: str, brokers: Brokers, policy: object = _UNSET,
+        host_of: Callable[[str], str | None] = broker_host,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(primary, secondary, shared) host-match masks over broker rows, cached per (namespace, broker ids).
 
-        ``policy``: ``policy_for(namespace)`` when the caller has it already."""
+        ``policy``: ``policy_for(namespace)`` when the caller has it already. ``host_of``: the broker id's host
+        (None: the broker is skipped, in no mask)."""
         ids = tuple(brokers.ids)
         pol = self.policy_for(namespace) if policy is _UNSET else policy
         assert pol is None or isinstance(pol, IsolationPolicy)  # for the type checker
-        key = (pol.name if pol is not None else "", pol is not None, ids)
+        key = (pol.name if pol is not None else "", pol is not None, host_of.__name__, ids)
         hit = self._mask_cache.get(key)
         if hit is not None:
             return hit
@@ -266,7 +275,10 @@ class NamespacePolicies:
         secondary = np.zeros(n, dtype=bool)
         shared = np.ones(n, dtype=bool)
         for i, broker in enumerate(ids):
-            host = broker_host(broker)
+            host = host_of(broker)
+            if host is None:
+                shared[i] = False
+                continue
             if pol is not None:
                 primary[i] = pol.is_primary_host(host)
                 secondary[i] = (not primary[i]) and pol.is_secondary_host(host)
@@ -285,9 +297,11 @@ class NamespacePolicies:
         usage: np.ndarray | None = None,
         *,
         non_persistent: bool = False,
+        host_of: Callable[[str], str | None] = broker_host,
     ) -> np.ndarray:
         """``LoadManagerShared.applyNamespacePolicies``: the brokers among ``candidate_mask`` (available brokers)
-        that may own a bundle of ``namespace``.
+        that may own a bundle of ``namespace``. ``host_of`` gives a broker id's host (``parse_broker_host`` for
+        ``applyNamespacePoliciesAsync``, which skips an id without ``:``).
 
         * With an isolation policy: its primary brokers, plus its secondary ones when
           ``MinAvailablePolicy.shouldFailoverToSecondary(#primaries)`` (fewer primaries than ``min_limit``).
@@ -300,7 +314,7 @@ class NamespacePolicies:
         del usage  # see docstring: shouldFailover(int) ignores broker usage
         avail = np.asarray(candidate_mask, dtype=bool)
         pol = self.policy_for(namespace)
-        primary, secondary, shared = self._host_masks(namespace, brokers, pol)
+        primary, secondary, shared = self._host_masks(namespace, brokers, pol, host_of)
         if pol is not None:
             prim = avail & primary
             if pol.should_failover(int(prim.sum())):
@@ -360,9 +374,23 @@ class NamespacePolicies:
         counts = self.anti_affinity_namespace_counts(namespace, brokers, ranges)
         if counts is None:
             return cand
+        return self.keep_least_anti_affinity_count(brokers.ids, cand, counts)
+
+    def keep_least_anti_affinity_count(self, broker_ids: list[str], cand: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """The private ``LoadManagerShared.filterAntiAffinityGroupOwnedBrokers(pulsar, candidates, brokerToDomainMap,
+        brokerToAntiAffinityNamespaceCount)`` both load managers end in, given the counts per broker row (0 where a
+        broker has none).
+
+        With ``failureDomainsEnabled`` (and a non-empty domain map, ``filterDomainsNotHavingLeastNumberAntiAffinity
+        Namespaces``) keep only the failure domains whose summed count over candidates is least (a broker in no
+        domain belongs to ``"default"``); then keep the brokers with the least count.
+        """
+        cand = np.asarray(cand, dtype=bool).copy()
+        if not cand.any():
+            return cand
         b2d = self.broker_to_domain()
         if b2d:
-            domain = [b2d.get(b, DEFAULT_DOMAIN) for b in brokers.ids]
+            domain = [b2d.get(b, DEFAULT_DOMAIN) for b in broker_ids]
             per_domain: dict[str, int] = {}
             for i in np.flatnonzero(cand):
                 per_domain[domain[i]] = per_domain.get(domain[i], 0) + int(counts[i])

@@ -20,6 +20,7 @@ import numpy as np
 
 from lbreplay.kernel.broker_report import WrittenReports
 from lbreplay.kernel.config import PulsarConfig
+from lbreplay.kernel.extensible.broker_filters import POLICY_FILTERS
 from lbreplay.kernel.extensible.broker_load_data import BrokerLoadData
 from lbreplay.kernel.extensible.context import ExtensibleContext
 from lbreplay.kernel.extensible.extensible_load_manager import (
@@ -120,6 +121,7 @@ class ExtensibleLeader:
             top=TopBundlesLoadData.from_lists(self.top_lists), available=view.alive.astype(bool).copy(),
             now_ms=view.ts_ms, bundle_owners=owners, recently_unloaded_bundles=self.recently_unloaded_bundles,
             recently_unloaded_brokers=self.recently_unloaded_brokers, policies=self.policies,
+            extra_filters=list(POLICY_FILTERS),
         )
 
     def _shed(self, view: LoadView, ownership: Ownership, to_assign: list[str]) -> list[Decision]:

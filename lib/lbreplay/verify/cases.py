@@ -12,6 +12,7 @@ import numpy as np
 
 from lbreplay.kernel.naming import topic_hash_of
 from lbreplay.kernel.version_profile import profile_for
+from lbreplay.verify.policy_cases import transfer_policies
 
 IMPL = "org.apache.pulsar.broker.loadbalance.impl."
 _T = TypeVar("_T")
@@ -334,7 +335,11 @@ class Generator:
         if rng.random() < 0.75:
             ext["brokerLookupData"] = self._lookup_data(available)
             conf["preferLaterVersions"] = bool(rng.random() < 0.6)
-        return {"config": conf, "nowMillis": NOW, "extensible": ext, "actions": ["shed"]}
+        req: dict[str, Any] = {"config": conf, "nowMillis": NOW, "extensible": ext, "actions": ["shed"]}
+        # the policy checks' inputs, drawn last and only in this branch so the cases above stay as they were
+        if rng.random() < 0.35:
+            transfer_policies(rng, req, ids)
+        return req
 
     def _lookup_data(self, brokers: list[str]) -> dict[str, dict[str, Any]]:
         """``BrokerLookupData`` per broker for BrokerLoadManagerClassFilter / BrokerVersionFilter: mostly

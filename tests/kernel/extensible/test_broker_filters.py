@@ -9,20 +9,26 @@ import pytest
 
 from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.extensible.broker_filters import (
+    POLICY_FILTERS,
     BrokerFilterError,
+    anti_affinity_counts,
+    anti_affinity_group_policy_filter,
     compare_semver,
     compare_semver_build_aware,
     filter_brokers,
+    isolation_policies_filter,
     load_manager_class_filter,
     max_topic_count_filter,
     parse_semver,
     version_filter,
 )
 from lbreplay.kernel.extensible.context import ExtensibleContext
+from lbreplay.kernel.policies import NamespacePolicies
 from lbreplay.verify.cases import BAD_VERSIONS, VERSION_POOLS
 
 EXT = "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
 MOD = "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl"
+CONF = PulsarConfig.resolve({})
 
 
 def _names(ctx: ExtensibleContext, mask: np.ndarray) -> list[str]:
@@ -171,3 +177,70 @@ def test_case_version_pools_have_no_cyclic_order() -> None:
         if bad:
             with pytest.raises(ValueError):
                 parse_semver(bad)
+
+
+# --- the policy filters ExtensibleLoadManagerImpl.initialize adds ---------------------------------------------------
+def _policy_ctx(owners: dict[str, str] | None, policies: NamespacePolicies,
+                top: dict[str, list[str]] | None = None) -> ExtensibleContext:
+    ids = ["a:8080", "b:8080", "c:8080"]
+    lists = {b: [(n, (1.0, 1.0, 1.0, 1.0)) for n in names] for b, names in (top or {}).items()}
+    return ExtensibleContext.build(0, {b: {} for b in ids}, lists, ids, bundle_owners=owners, policies=policies,
+                                   extra_filters=POLICY_FILTERS)
+
+
+def _groups(**groups: str) -> NamespacePolicies:
+    return NamespacePolicies.from_json(namespaces={f"t/{ns}": {"policies": {"namespaceAntiAffinityGroup": g}}
+                                                   for ns, g in groups.items()})
+
+
+def test_anti_affinity_counts_owned_bundles_not_namespaces() -> None:
+    """LoadManagerShared.getAntiAffinityNamespaceOwnedBrokers(pulsar, ns, ownershipEntrySet) (extensible) adds 1
+    per Owned entry of a namespace in the group (case-insensitive): a broker owning two bundles of one namespace
+    counts 2 (the modular overload over brokerToNamespaceToBundleRange counts namespaces)."""
+    pol = _groups(ns="g", x="G", y="g", z="other")
+    owners = {"t/x/0x00000000_0x00000100": "a:8080", "t/x/0x00000100_0x00000200": "a:8080",
+              "t/y/0x00000000_0x00000100": "b:8080", "t/z/0x00000000_0x00000100": "c:8080"}
+    ctx = _policy_ctx(owners, pol)
+    assert anti_affinity_counts(ctx, pol, "g").tolist() == [2, 1, 0]
+    # the least count is 0 (c): only c stays; without c's candidacy the least is b's 1
+    assert _names(ctx, anti_affinity_group_policy_filter(ctx, CONF, "t/ns/0x0_0x1", ctx.available.copy())) == ["c:8080"]
+    cand = np.array([True, True, False])
+    assert _names(ctx, anti_affinity_group_policy_filter(ctx, CONF, "t/ns/0x0_0x1", cand)) == ["b:8080"]
+    # a namespace in no group is not filtered
+    assert _names(ctx, anti_affinity_group_policy_filter(ctx, CONF, "t/z2/0x0_0x1", cand)) == ["a:8080", "b:8080"]
+
+
+def test_anti_affinity_ownership_without_bundle_owners_is_the_reporters() -> None:
+    """Without extensible.bundleOwners (no ownership check: each reporter owns its listed bundles) the ownership
+    entries are every (reporter, bundle) pair of topBundlesLoadData, as the oracle's channel answers."""
+    pol = _groups(ns="g", x="g")
+    ctx = _policy_ctx(None, pol, {"a:8080": ["t/x/0x00000000_0x00000100"],
+                                  "b:8080": ["t/x/0x00000000_0x00000100", "t/x/0x00000100_0x00000200"]})
+    assert anti_affinity_counts(ctx, pol, "g").tolist() == [1, 2, 0]
+
+
+def test_anti_affinity_failure_domains() -> None:
+    """filterDomainsNotHavingLeastNumberAntiAffinityNamespaces (failureDomainsEnabled): the domain whose candidates
+    hold the fewest bundles of the group wins (a broker in no domain is in "default"), then the least broker."""
+    pol = NamespacePolicies.from_json(
+        failure_domains={"d1": {"brokers": ["a:8080", "b:8080"]}},
+        namespaces={"t/ns": {"policies": {"namespaceAntiAffinityGroup": "g"}},
+                    "t/x": {"policies": {"namespaceAntiAffinityGroup": "g"}}},
+        failure_domains_enabled=True)
+    ctx = _policy_ctx({"t/x/0x00000000_0x00000100": "c:8080"}, pol)
+    # d1 (a, b) holds 0, default (c) holds 1 -> a and b
+    assert _names(ctx, anti_affinity_group_policy_filter(ctx, CONF, "t/ns/0x0_0x1", ctx.available.copy())) == [
+        "a:8080", "b:8080"]
+
+
+def test_isolation_policies_filter_skips_ids_without_colon() -> None:
+    """BrokerIsolationPoliciesFilter -> LoadManagerShared.applyNamespacePoliciesAsync: parseBrokerHost takes the id
+    up to its last ':' and throws without one (that broker is skipped), with or without an isolation policy."""
+    ids = ["a:8080", "b", "[::1]:8080"]
+    for pol in (NamespacePolicies(), NamespacePolicies.from_json({"p": {
+            "namespaces": ["t/ns"], "primary": ["b", "a", r"\[::1\]"],
+            "auto_failover_policy": {"policy_type": "min_available",
+                                     "parameters": {"min_limit": "1", "usage_threshold": "80"}}}})):
+        ctx = ExtensibleContext.build(0, {b: {} for b in ids}, None, ids, policies=pol)
+        got = _names(ctx, isolation_policies_filter(ctx, CONF, "t/ns/0x0_0x1", ctx.available.copy()))
+        assert got == ["[::1]:8080", "a:8080"]

@@ -2,7 +2,8 @@
 
 Mirrors ``extensions.filter.BrokerLoadManagerClassFilter``, ``BrokerMaxTopicCountFilter`` and
 ``BrokerVersionFilter`` (the pipeline built in the ``ExtensibleLoadManagerImpl`` constructor, in that order),
-then the context's ``extra_filters`` (isolation / anti-affinity filters added at ``initialize``).
+then the context's ``extra_filters``: ``AntiAffinityGroupPolicyFilter`` and ``BrokerIsolationPoliciesFilter``
+(``POLICY_FILTERS``, added in that order by ``initialize`` on every line 3.0-5.0).
 Error handling follows the two callers:
 
 * ``ExtensibleLoadManagerImpl.selectAsync`` (assignment): a failing filter resets the candidates to the last
@@ -21,6 +22,9 @@ import numpy as np
 
 from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.extensible.context import BrokerFilterFn, ExtensibleContext
+from lbreplay.kernel.load_data import Brokers
+from lbreplay.kernel.naming import split_bundle_name
+from lbreplay.kernel.policies import NamespacePolicies, parse_broker_host
 
 
 class BrokerFilterError(Exception):
@@ -159,6 +163,63 @@ def version_filter(ctx: ExtensibleContext, conf: PulsarConfig, bundle: str, cand
         if compare_semver(v, latest) != 0:  # type: ignore[arg-type]
             out[i] = False
     return out
+
+
+# --- the policy filters of ExtensibleLoadManagerImpl.initialize ------------------------------------------------------
+def anti_affinity_counts(ctx: ExtensibleContext, policies: NamespacePolicies, group: str) -> np.ndarray:
+    """``LoadManagerShared.getAntiAffinityNamespaceOwnedBrokers(pulsar, namespace, channel.getOwnershipEntrySet())``:
+    per broker row, how many Owned bundles (not namespaces, as the modular load manager counts) of namespaces in
+    ``group`` (case-insensitive) it holds. The ownership entries are ``bundle_owners``, or without it every
+    (reporter, bundle) pair of the top-bundles lists (each reporter owns its bundles, as ``is_owner`` says)."""
+    g = group.lower()
+    counts = np.zeros(len(ctx), dtype=np.int64)
+    if ctx.bundle_owners is not None:
+        pairs: set[tuple[str, str]] = set(ctx.bundle_owners.items())
+    else:
+        pairs = {(ctx.top.names[j], ctx.broker_ids[i]) for i in range(len(ctx)) for j in ctx.top.entries(i)}
+    for bundle, owner in pairs:
+        other = policies.anti_affinity_group(split_bundle_name(bundle)[0])
+        row = ctx.index(owner)
+        if other is not None and other.lower() == g and row >= 0:
+            counts[row] += 1
+    return counts
+
+
+def anti_affinity_group_policy_filter(
+    ctx: ExtensibleContext, conf: PulsarConfig, bundle: str, cand: np.ndarray
+) -> np.ndarray:
+    """``AntiAffinityGroupPolicyFilter`` -> ``AntiAffinityGroupPolicyHelper.filterAsync`` ->
+    ``LoadManagerShared.filterAntiAffinityGroupOwnedBrokersAsync``: for a namespace in an anti-affinity group, keep
+    the candidates (of the least-loaded failure domain with ``failureDomainsEnabled``) holding the fewest bundles of
+    the group."""
+    pol = ctx.policies
+    if not isinstance(pol, NamespacePolicies) or not cand.any():
+        return cand
+    group = pol.anti_affinity_group(split_bundle_name(bundle)[0])
+    if group is None:
+        return cand
+    return pol.keep_least_anti_affinity_count(ctx.broker_ids, cand, anti_affinity_counts(ctx, pol, group))
+
+
+@functools.lru_cache(maxsize=16)
+def _registry_brokers(ids: tuple[str, ...]) -> Brokers:
+    """The registry's brokers as ``Brokers`` rows (persistent and non-persistent topics enabled: the
+    ``BrokerLookupData`` defaults; ``decide`` does not read those two fields)."""
+    return Brokers.empty(list(ids))
+
+
+def isolation_policies_filter(ctx: ExtensibleContext, conf: PulsarConfig, bundle: str, cand: np.ndarray) -> np.ndarray:
+    """``BrokerIsolationPoliciesFilter`` -> ``IsolationPoliciesHelper.applyIsolationPoliciesAsync`` ->
+    ``LoadManagerShared.applyNamespacePoliciesAsync``: the namespace's isolation policy (primary, secondary on
+    ``min_limit`` failover), else the shared brokers; a broker id without ``:`` is skipped (``parseBrokerHost``)."""
+    pol = ctx.policies if isinstance(ctx.policies, NamespacePolicies) else _NO_POLICIES
+    ns = split_bundle_name(bundle)[0]
+    brokers = _registry_brokers(tuple(ctx.broker_ids))
+    return cand & pol.apply_namespace_policies(ns, brokers, cand, host_of=parse_broker_host)
+
+
+_NO_POLICIES = NamespacePolicies()
+POLICY_FILTERS: tuple[BrokerFilterFn, ...] = (anti_affinity_group_policy_filter, isolation_policies_filter)
 
 
 DEFAULT_PIPELINE: tuple[BrokerFilterFn, ...] = (load_manager_class_filter, max_topic_count_filter, version_filter)

@@ -19,11 +19,15 @@ import org.apache.pulsar.broker.PulsarService;
 import org.apache.pulsar.broker.ServiceConfiguration;
 import org.apache.pulsar.broker.loadbalance.extensions.BrokerRegistry;
 import org.apache.pulsar.broker.loadbalance.extensions.LoadManagerContext;
+import org.apache.pulsar.broker.loadbalance.extensions.channel.ServiceUnitState;
 import org.apache.pulsar.broker.loadbalance.extensions.channel.ServiceUnitStateChannel;
+import org.apache.pulsar.broker.loadbalance.extensions.channel.ServiceUnitStateData;
 import org.apache.pulsar.broker.loadbalance.extensions.data.BrokerLoadData;
 import org.apache.pulsar.broker.loadbalance.extensions.data.BrokerLookupData;
 import org.apache.pulsar.broker.loadbalance.extensions.data.TopBundlesLoadData;
+import org.apache.pulsar.broker.loadbalance.extensions.filter.AntiAffinityGroupPolicyFilter;
 import org.apache.pulsar.broker.loadbalance.extensions.filter.BrokerFilter;
+import org.apache.pulsar.broker.loadbalance.extensions.filter.BrokerIsolationPoliciesFilter;
 import org.apache.pulsar.broker.loadbalance.extensions.filter.BrokerLoadManagerClassFilter;
 import org.apache.pulsar.broker.loadbalance.extensions.filter.BrokerMaxTopicCountFilter;
 import org.apache.pulsar.broker.loadbalance.extensions.filter.BrokerVersionFilter;
@@ -33,6 +37,16 @@ import org.apache.pulsar.broker.loadbalance.extensions.policies.AntiAffinityGrou
 import org.apache.pulsar.broker.loadbalance.extensions.policies.IsolationPoliciesHelper;
 import org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder;
 import org.apache.pulsar.broker.loadbalance.extensions.store.LoadDataStore;
+import org.apache.pulsar.broker.loadbalance.impl.SimpleResourceAllocationPolicies;
+import org.apache.pulsar.broker.namespace.NamespaceService;
+import org.apache.pulsar.broker.resources.LocalPoliciesResources;
+import org.apache.pulsar.broker.resources.NamespaceResources;
+import org.apache.pulsar.broker.resources.PulsarResources;
+import org.apache.pulsar.common.naming.NamespaceBundle;
+import org.apache.pulsar.common.naming.NamespaceBundleFactory;
+import org.apache.pulsar.common.naming.NamespaceName;
+import org.apache.pulsar.common.policies.data.LocalPolicies;
+import org.apache.pulsar.common.policies.impl.NamespaceIsolationPolicies;
 import org.mockito.Mockito;
 
 /**
@@ -42,11 +56,20 @@ import org.mockito.Mockito;
  * TransferShedderTest builds it: in-memory load-data stores, a mocked BrokerRegistry listing
  * {@code extensible.availableBrokers}, a mocked ServiceUnitStateChannel answering {@code isOwner} from
  * {@code extensible.bundleOwners} (every reporter owns its bundles without it), the jar's broker filters over real
- * {@code BrokerLookupData} records built from {@code extensible.brokerLookupData} (see {@link #filterPipeline}), no
- * isolation or anti-affinity policies. TransferShedder reads the wall clock (load-data TTL): the cases keep their
+ * {@code BrokerLookupData} records built from {@code extensible.brokerLookupData} (see {@link #filterPipeline}), then
+ * the filters {@code initialize} adds over Pulsar's real policy helpers: {@code AntiAffinityGroupPolicyFilter}
+ * ({@code AntiAffinityGroupPolicyHelper} over the channel's ownership entries, {@link #ownership}, and the failure
+ * domains) and {@code BrokerIsolationPoliciesFilter} ({@code IsolationPoliciesHelper} over
+ * {@code SimpleResourceAllocationPolicies}); the same helpers answer TransferShedder's own
+ * {@code isLoadBalancerSheddingBundlesWithPoliciesEnabled}. The metadata they read ({@code isolationPolicies},
+ * {@code namespaces.<ns>.policies.namespaceAntiAffinityGroup}, {@code failureDomains}) comes from mocked
+ * {@code PulsarResources} ({@link Pipeline#resources}), as Pulsar's load-manager tests mock them. TransferShedder reads the wall clock (load-data TTL): the cases keep their
  * timestamps far from those limits.
  */
 final class Extensible {
+    /** The NamespaceService whose bundle factory makes real NamespaceBundles (one per JVM). */
+    private static NamespaceService namespaceService;
+
     private Extensible() {
     }
 
@@ -121,31 +144,37 @@ final class Extensible {
 
         TransferShedder transfer = (TransferShedder) inst.transfer;
         if (transfer == null) {
-            // the namespace-bundle lookup of the policies check answers with one mock bundle (no policies)
-            org.apache.pulsar.broker.namespace.NamespaceService ns =
-                    Mockito.mock(org.apache.pulsar.broker.namespace.NamespaceService.class);
-            PulsarService pulsar = Oracle.pulsarService(ns);
-            Oracle.writeField(pulsar, "config", conf);
-            org.apache.pulsar.common.naming.NamespaceBundleFactory factory =
-                    Mockito.mock(org.apache.pulsar.common.naming.NamespaceBundleFactory.class);
-            org.apache.pulsar.common.naming.NamespaceBundle bundle =
-                    Mockito.mock(org.apache.pulsar.common.naming.NamespaceBundle.class);
-            Mockito.when(ns.getNamespaceBundleFactory()).thenReturn(factory);
-            Mockito.when(factory.getBundle(Mockito.anyString(), Mockito.anyString())).thenReturn(bundle);
-            IsolationPoliciesHelper iso = Mockito.mock(IsolationPoliciesHelper.class);
-            AntiAffinityGroupPolicyHelper aa = Mockito.mock(AntiAffinityGroupPolicyHelper.class);
             // TransferShedderTest's wiring without a running broker: the counter constructor, then the collaborators
-            // the 5-argument constructor would take from the broker (no filters, no policies).
+            // the 5-argument constructor takes from the broker (set for each request below)
             transfer = new TransferShedder(new UnloadCounter());
             inst.transfer = transfer;
-            Oracle.writeField(transfer, "pulsar", pulsar);
-            Oracle.writeField(transfer, "isolationPoliciesHelper", iso);
-            Oracle.writeField(transfer, "antiAffinityGroupPolicyHelper", aa);
             if (Oracle.readField(transfer, "decisionCache") == null) {
                 Oracle.writeField(transfer, "decisionCache", new java.util.HashSet<>());
             }
         }
+        // The broker's view of this request: PulsarResources answering its isolation policies, anti-affinity groups
+        // and failure domains (as the placement pipeline, Pipeline.resources), a NamespaceService whose bundle
+        // factory makes real NamespaceBundles, the channel (ownership), and the real policy helpers and filters
+        // ExtensibleLoadManagerImpl.initialize builds over them.
+        if (namespaceService == null) {
+            // one factory for the whole run: NamespaceBundle keeps it only for hashing topics (not used here)
+            NamespaceBundleFactory factory = Mockito.mock(NamespaceBundleFactory.class);
+            Map<String, NamespaceBundle> bundles = new HashMap<>();
+            Mockito.when(factory.getBundle(Mockito.anyString(), Mockito.anyString())).thenAnswer(inv ->
+                    bundles.computeIfAbsent(inv.getArgument(0) + "/" + inv.getArgument(1), Pipeline::bundle));
+            NamespaceService service = Mockito.mock(NamespaceService.class);
+            Mockito.when(service.getNamespaceBundleFactory()).thenReturn(factory);
+            namespaceService = service;
+        }
+        NamespaceService ns = namespaceService;
+        PulsarService pulsar = Oracle.pulsarService(ns);
+        Oracle.writeField(pulsar, "config", conf);
+        Oracle.writeField(pulsar, "pulsarResources", resources(req));
+        Set<Map.Entry<String, ServiceUnitStateData>> ownership = ownership(owners, top);
         ServiceUnitStateChannel channel = proxy(ServiceUnitStateChannel.class, (method, args) -> {
+            if (method.equals("getOwnershipEntrySet")) {
+                return ownership;
+            }
             if (!method.equals("isOwner") || args.length != 2) {
                 return null;
             }
@@ -155,8 +184,17 @@ final class Extensible {
             JsonNode o = owners.get(String.valueOf(args[0]));
             return o != null && String.valueOf(args[1]).equals(o.asText());
         });
+        IsolationPoliciesHelper iso = new IsolationPoliciesHelper(new SimpleResourceAllocationPolicies(pulsar));
+        AntiAffinityGroupPolicyHelper aa = new AntiAffinityGroupPolicyHelper(pulsar, channel);
+        aa.listenFailureDomainUpdate();  // as initialize: brokerToFailureDomainMap when failureDomainsEnabled
+        List<BrokerFilter> filters = filterPipeline(lookupGiven);
+        filters.add(new AntiAffinityGroupPolicyFilter(aa));
+        filters.add(new BrokerIsolationPoliciesFilter(iso));
+        Oracle.writeField(transfer, "pulsar", pulsar);
+        Oracle.writeField(transfer, "isolationPoliciesHelper", iso);
+        Oracle.writeField(transfer, "antiAffinityGroupPolicyHelper", aa);
         Oracle.writeField(transfer, "channel", channel);
-        Oracle.writeField(transfer, "brokerFilterPipeline", filterPipeline(lookupGiven));
+        Oracle.writeField(transfer, "brokerFilterPipeline", filters);
 
         // the counter keeps the last computed figures: mark them unset so only this call's figures are reported
         Oracle.writeField(transfer.getCounter(), "loadAvg", Double.NaN);
@@ -196,11 +234,105 @@ final class Extensible {
     }
 
     /**
+     * The request's metadata as {@link Pipeline#resources} gives it, with the two resources the policy checks read
+     * for every broker and every ownership entry (isolation policies, local policies) answered by plain subclasses
+     * instead of Mockito mocks (a mock invocation records its stack: thousands per shedding cycle). The objects are
+     * made without a constructor (Objenesis), as the split check's {@code PulsarService}; the failure-domain
+     * resources (read once per request) stay the Pipeline's mocks.
+     */
+    static PulsarResources resources(JsonNode req) throws Exception {
+        PulsarResources mocked = Pipeline.resources(req);
+        NamespaceIsolationPolicies policies = mocked.getNamespaceResources().getIsolationPolicies()
+                .getIsolationDataPolicies("").orElseThrow();
+        Map<String, String> groups = new HashMap<>();
+        req.path("namespaces").fields().forEachRemaining(e -> {
+            JsonNode g = e.getValue().path("policies").path("namespaceAntiAffinityGroup");
+            if (g.isTextual()) {
+                groups.put(e.getKey(), g.asText());
+            }
+        });
+        org.objenesis.Objenesis make = new org.objenesis.ObjenesisStd();
+        IsolationRes iso = make.newInstance(IsolationRes.class);
+        iso.policies = Optional.of(policies);
+        LocalRes local = make.newInstance(LocalRes.class);
+        local.groups = groups;
+        NamespaceResources nsRes = make.newInstance(NamespaceResources.class);
+        Oracle.writeField(nsRes, "isolationPolicies", iso);
+        PulsarResources res = make.newInstance(PulsarResources.class);
+        Oracle.writeField(res, "namespaceResources", nsRes);
+        Oracle.writeField(res, "localPolicies", local);
+        Oracle.writeField(res, "clusterResources", mocked.getClusterResources());
+        return res;
+    }
+
+    /** {@code getIsolationDataPolicies(cluster)}: the request's {@code isolationPolicies}, for any cluster. */
+    static final class IsolationRes extends NamespaceResources.IsolationPolicyResources {
+        Optional<NamespaceIsolationPolicies> policies;
+
+        IsolationRes() {
+            super(null, 0);  // never run: made by Objenesis
+        }
+
+        @Override
+        public Optional<NamespaceIsolationPolicies> getIsolationDataPolicies(String cluster) {
+            return policies;
+        }
+
+        @Override
+        public CompletableFuture<Optional<NamespaceIsolationPolicies>> getIsolationDataPoliciesAsync(String c) {
+            return CompletableFuture.completedFuture(policies);
+        }
+    }
+
+    /** {@code getLocalPolicies(ns)}: {@code LocalPolicies} carrying the namespace's anti-affinity group, if any. */
+    static final class LocalRes extends LocalPoliciesResources {
+        Map<String, String> groups;
+
+        LocalRes() {
+            super(null, 0);  // never run: made by Objenesis
+        }
+
+        @Override
+        public Optional<LocalPolicies> getLocalPolicies(NamespaceName ns) {
+            String g = groups.get(ns.toString());
+            return g == null ? Optional.empty() : Optional.of(new LocalPolicies(null, null, g));
+        }
+
+        @Override
+        public CompletableFuture<Optional<LocalPolicies>> getLocalPoliciesAsync(NamespaceName ns) {
+            return CompletableFuture.completedFuture(getLocalPolicies(ns));
+        }
+    }
+
+    /**
+     * {@code ServiceUnitStateChannel.getOwnershipEntrySet()}: each bundle of {@code extensible.bundleOwners} Owned by
+     * its broker; without it (no ownership snapshot: {@code isOwner} is true for every reporter), every broker's
+     * {@code topBundlesLoadData} bundles Owned by that broker (a bundle two brokers list is in both).
+     */
+    static Set<Map.Entry<String, ServiceUnitStateData>> ownership(JsonNode owners,
+                                                                  Map<String, TopBundlesLoadData> top) {
+        java.util.TreeSet<List<String>> pairs = new java.util.TreeSet<>(
+                Comparator.comparing((List<String> l) -> l.get(0)).thenComparing(l -> l.get(1)));
+        if (owners.isObject()) {
+            owners.fields().forEachRemaining(e -> pairs.add(List.of(e.getKey(), e.getValue().asText())));
+        } else {
+            top.forEach((broker, t) -> t.getTopBundlesLoadData()
+                    .forEach(b -> pairs.add(List.of(b.bundleName(), broker))));
+        }
+        Set<Map.Entry<String, ServiceUnitStateData>> out = new java.util.LinkedHashSet<>();
+        for (List<String> p : pairs) {
+            out.add(new java.util.AbstractMap.SimpleImmutableEntry<>(p.get(0),
+                    new ServiceUnitStateData(ServiceUnitState.Owned, p.get(1), 1L)));
+        }
+        return out;
+    }
+
+    /**
      * The filters {@code ExtensibleLoadManagerImpl}'s constructor adds, in its order (the same on every checked line):
      * {@code BrokerLoadManagerClassFilter}, {@code BrokerMaxTopicCountFilter}, {@code BrokerVersionFilter}. Without
      * {@code extensible.brokerLookupData} the two that read the lookup data are left out, as {@code decide} skips
-     * them. {@code initialize} then adds {@code AntiAffinityGroupPolicyFilter} and {@code BrokerIsolationPoliciesFilter}:
-     * not here (the TransferShedder cases carry no policies; their helpers are mocks answering "no policy").
+     * them. {@code initialize} then adds {@code AntiAffinityGroupPolicyFilter} and {@code BrokerIsolationPoliciesFilter}
+     * (see {@link #shed}).
      */
     static List<BrokerFilter> filterPipeline(boolean lookupGiven) {
         List<BrokerFilter> filters = new ArrayList<>();
