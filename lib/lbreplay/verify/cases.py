@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
-from lbreplay.kernel.naming import topic_hash_of
 from lbreplay.kernel.version_profile import profile_for
+from lbreplay.verify.draws import EXT, IMPL, MB, NOW, even_layout, hex8, pick
 from lbreplay.verify.policy_cases import transfer_policies
-
-IMPL = "org.apache.pulsar.broker.loadbalance.impl."
-_T = TypeVar("_T")
+from lbreplay.verify.split_cases import evolve_extensible_split, extensible_split
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -40,9 +37,6 @@ ALL_SPLIT_ALGORITHMS = ("range_equally_divide", "topic_count_equally_divide", "s
                         "flow_or_qps_equally_divide")
 PLACEMENT_STRATEGIES = ("LeastLongTermMessageRate", "LeastResourceUsageWithWeight", "RoundRobinBrokerSelector",
                         "AvgShedder")
-EXT = "org.apache.pulsar.broker.loadbalance.extensions."
-NOW = 1_700_000_000_000
-MB = 1024.0 * 1024.0
 # Broker versions for BrokerVersionFilter: one release everywhere, mixed releases, pre-releases / build metadata.
 # java-semver 0.9.0 compares a numeric identifier with an alphanumeric one as text ("5" > "0a", "-1" a number), so
 # its order can be cyclic (1.0.0-9 < 1.0.0-10 < 1.0.0-1a < 1.0.0-9) and the "latest" then follows hash-map order;
@@ -55,21 +49,6 @@ VERSION_POOLS = (
     ("4.0.8-0a", "4.0.8-5", "4.0.8--1", "4.0.8-x"),  # text order: -1 < 0a < 5 < x (SemVer 2.0: 5 < -1 < 0a < x)
 )
 BAD_VERSIONS = (None, "", "4.0", "v4.0.7", "4.0.07", "4.0.7-01", "2147483648.0.0", "4.0.7-", "4.0.7+", "4.0.7 ")
-
-
-def _pick(rng: np.random.Generator, options: Sequence[_T]) -> _T:
-    """``rng.choice(options)`` of a short list: the same draw (``rng.integers(0, len(options))``, checked on
-    numpy's Generator) without building an array, ~5x faster."""
-    return options[int(rng.integers(0, len(options)))]
-
-
-def _hex(x: int) -> str:
-    return f"0x{x:08x}"
-
-
-def _layout(n: int) -> list[int]:
-    step = 0x100000000 // n
-    return [i * step for i in range(n)] + [0xFFFFFFFF]
 
 
 class Generator:
@@ -107,7 +86,7 @@ class Generator:
         if rng.random() < zero:
             return 0.0
         if ties:
-            return float(_pick(rng, [10.0, 50.0, 100.0]))
+            return float(pick(rng, [10.0, 50.0, 100.0]))
         x, scale = float(rng.uniform(lo, hi)), 10.0 ** int(rng.integers(0, 4))
         return round(x * scale) / scale  # np.round(x, d): rint(x * 10**d) / 10**d (half to even, as round())
 
@@ -118,8 +97,8 @@ class Generator:
         skew = rng.random() < 0.4
         host_ids = [f"broker-{i}.example:{8080 + int(rng.integers(0, 2))}" for i in range(n)]
         n_ns = int(rng.integers(1, 4))
-        layouts = {f"t/ns{k}": _layout(int(_pick(rng, [1, 2, 4, 8, 16]))) for k in range(n_ns)}
-        all_bundles = [f"{ns}/{_hex(lo)}_{_hex(hi)}" for ns, b in layouts.items() for lo, hi in itertools.pairwise(b)]
+        layouts = {f"t/ns{k}": even_layout(int(pick(rng, [1, 2, 4, 8, 16]))) for k in range(n_ns)}
+        all_bundles = [f"{ns}/{hex8(lo)}_{hex8(hi)}" for ns, b in layouts.items() for lo, hi in itertools.pairwise(b)]
         rng.shuffle(all_bundles)
         owner = {b: int(rng.integers(0, n)) for b in all_bundles}
         if rng.random() < 0.2:  # one-bundle brokers
@@ -132,12 +111,12 @@ class Generator:
             scale = 20.0 if hot else 1.0
             rin, rout = self._num(0, 5000 * scale, ties=ties), self._num(0, 5000 * scale, ties=ties)
             tin, tout = self._num(0, 30 * MB * scale, ties=ties), self._num(0, 30 * MB * scale, ties=ties)
-            topics = int(_pick(rng, [0, 1, 2, 5, 50, 1500]))
+            topics = int(pick(rng, [0, 1, 2, 5, 50, 1500]))
             sessions = int(rng.integers(0, 3000))
             stats[b] = {"msgRateIn": rin, "msgThroughputIn": tin, "msgRateOut": rout, "msgThroughputOut": tout,
                         "consumerCount": sessions // 2, "producerCount": sessions - sessions // 2, "topics": topics,
                         "cacheSize": 0}
-            f = float(_pick(rng, [0.5, 1.0, 1.0, 2.0]))
+            f = float(pick(rng, [0.5, 1.0, 1.0, 2.0]))
             bundle_data[b] = {
                 "shortTermData": {"maxSamples": 10, "numSamples": int(rng.integers(0, 11)), "msgRateIn": rin,
                                   "msgRateOut": rout, "msgThroughputIn": tin, "msgThroughputOut": tout},
@@ -149,7 +128,7 @@ class Generator:
         for i, bid in enumerate(host_ids):
             mine = [b for b in all_bundles if owner[b] == i]
             hot = skew and i == 0
-            lim = float(_pick(rng, [1000.0, 10000.0, 100000.0]))
+            lim = float(pick(rng, [1000.0, 10000.0, 100000.0]))
 
             def res(hi: float, limit: float = 100.0, hot: bool = hot) -> dict[str, float]:
                 u = self._num(0, hi, ties=ties)
@@ -184,12 +163,12 @@ class Generator:
         recently = {}
         for b in all_bundles:
             if rng.random() < 0.1:
-                recently[b] = NOW - int(_pick(rng, [0, 10 * 60_000, 29 * 60_000, 31 * 60_000, 90 * 60_000]))
+                recently[b] = NOW - int(pick(rng, [0, 10 * 60_000, 29 * 60_000, 31 * 60_000, 90 * 60_000]))
         conf = self.config(strategy)
         return {
             "config": conf, "nowMillis": NOW,
             "loadData": {"brokers": brokers, "bundleData": bundle_data, "recentlyUnloadedBundles": recently},
-            "namespaces": {ns: {"boundaries": [_hex(x) for x in b]} for ns, b in layouts.items()},
+            "namespaces": {ns: {"boundaries": [hex8(x) for x in b]} for ns, b in layouts.items()},
         }
 
     def _double_list(self, brokers: dict[str, Any], ids: list[str], bundles: list[str],
@@ -204,10 +183,10 @@ class Generator:
                 continue
             local["bundles"].append(b)
             if rng.random() < 0.7:
-                f = float(_pick(rng, [0.0, 0.5, 1.0, 3.0]))
+                f = float(pick(rng, [0.0, 0.5, 1.0, 3.0]))
                 local["lastStats"][b] = {**stats[b], **{k: stats[b][k] * f for k in (
                     "msgRateIn", "msgRateOut", "msgThroughputIn", "msgThroughputOut")},
-                    "topics": int(_pick(rng, [0, 2, stats[b]["topics"]]))}
+                    "topics": int(pick(rng, [0, 2, stats[b]["topics"]]))}
         if rng.random() < 0.3:
             local = brokers[ids[int(rng.integers(len(ids)))]]["localData"]
             if local["bundles"]:
@@ -229,30 +208,30 @@ class Generator:
             place = "AvgShedder"
         conf["loadBalancerLoadSheddingStrategy"] = IMPL + shed
         conf["loadBalancerLoadPlacementStrategy"] = IMPL + place
-        conf["loadBalancerBrokerOverloadedThresholdPercentage"] = int(_pick(rng, [50, 70, 85, 95]))
-        conf["loadBalancerBrokerThresholdShedderPercentage"] = int(_pick(rng, [0, 5, 10, 25]))
-        conf["loadBalancerHistoryResourcePercentage"] = float(_pick(rng, [0.0, 0.5, 0.9, 1.0]))
-        conf["loadBalancerAverageResourceUsageDifferenceThresholdPercentage"] = int(_pick(rng, [0, 10, 20]))
+        conf["loadBalancerBrokerOverloadedThresholdPercentage"] = int(pick(rng, [50, 70, 85, 95]))
+        conf["loadBalancerBrokerThresholdShedderPercentage"] = int(pick(rng, [0, 5, 10, 25]))
+        conf["loadBalancerHistoryResourcePercentage"] = float(pick(rng, [0.0, 0.5, 0.9, 1.0]))
+        conf["loadBalancerAverageResourceUsageDifferenceThresholdPercentage"] = int(pick(rng, [0, 10, 20]))
         conf["lowerBoundarySheddingEnabled"] = bool(rng.random() < 0.4)
-        conf["loadBalancerMsgRateDifferenceShedderThreshold"] = float(_pick(rng, [10.0, 50.0]))
-        conf["loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold"] = float(_pick(rng, [1.5, 4.0]))
-        conf["maxUnloadPercentage"] = float(_pick(rng, [0.1, 0.2, 0.5]))
-        conf["maxUnloadBundleNumPerShedding"] = int(_pick(rng, [-1, 1, 3]))
-        conf["minUnloadMessage"] = int(_pick(rng, [0, 1000]))
-        conf["minUnloadMessageThroughput"] = int(_pick(rng, [0, 1048576]))
-        conf["loadBalancerAvgShedderLowThreshold"] = int(_pick(rng, [5, 15]))
-        conf["loadBalancerAvgShedderHighThreshold"] = int(_pick(rng, [20, 40]))
-        conf["loadBalancerAvgShedderHitCountLowThreshold"] = int(_pick(rng, [1, 2, 8]))
-        conf["loadBalancerAvgShedderHitCountHighThreshold"] = int(_pick(rng, [1, 2]))
+        conf["loadBalancerMsgRateDifferenceShedderThreshold"] = float(pick(rng, [10.0, 50.0]))
+        conf["loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold"] = float(pick(rng, [1.5, 4.0]))
+        conf["maxUnloadPercentage"] = float(pick(rng, [0.1, 0.2, 0.5]))
+        conf["maxUnloadBundleNumPerShedding"] = int(pick(rng, [-1, 1, 3]))
+        conf["minUnloadMessage"] = int(pick(rng, [0, 1000]))
+        conf["minUnloadMessageThroughput"] = int(pick(rng, [0, 1048576]))
+        conf["loadBalancerAvgShedderLowThreshold"] = int(pick(rng, [5, 15]))
+        conf["loadBalancerAvgShedderHighThreshold"] = int(pick(rng, [20, 40]))
+        conf["loadBalancerAvgShedderHitCountLowThreshold"] = int(pick(rng, [1, 2, 8]))
+        conf["loadBalancerAvgShedderHitCountHighThreshold"] = int(pick(rng, [1, 2]))
         for key in ("loadBalancerCPUResourceWeight", "loadBalancerMemoryResourceWeight",
                     "loadBalancerDirectMemoryResourceWeight", "loadBalancerBandwidthInResourceWeight",
                     "loadBalancerBandwidthOutResourceWeight"):
-            conf[key] = float(_pick(rng, [0.0, 0.5, 1.0, 1.0]))
-        conf["loadBalancerNamespaceBundleMaxTopics"] = int(_pick(rng, [2, 50, 1000]))
-        conf["loadBalancerNamespaceBundleMaxSessions"] = int(_pick(rng, [0, 100, 1000]))
-        conf["loadBalancerNamespaceBundleMaxMsgRate"] = int(_pick(rng, [0, 3000, 30000]))
-        conf["loadBalancerNamespaceBundleMaxBandwidthMbytes"] = int(_pick(rng, [0, 20, 100]))
-        conf["loadBalancerNamespaceMaximumBundles"] = int(_pick(rng, [2, 8, 128]))
+            conf[key] = float(pick(rng, [0.0, 0.5, 1.0, 1.0]))
+        conf["loadBalancerNamespaceBundleMaxTopics"] = int(pick(rng, [2, 50, 1000]))
+        conf["loadBalancerNamespaceBundleMaxSessions"] = int(pick(rng, [0, 100, 1000]))
+        conf["loadBalancerNamespaceBundleMaxMsgRate"] = int(pick(rng, [0, 3000, 30000]))
+        conf["loadBalancerNamespaceBundleMaxBandwidthMbytes"] = int(pick(rng, [0, 20, 100]))
+        conf["loadBalancerNamespaceMaximumBundles"] = int(pick(rng, [2, 8, 128]))
         return conf
 
     def evolve(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -292,7 +271,7 @@ class Generator:
             ema = float(np.round(rng.uniform(0, 1.2), 4)) if not ties else float(rng.choice([0.1, 0.5, 0.9]))
             entries: list[dict[str, Any]] = []
             for _ in range(int(rng.choice([0, 1, 2, 5, 10]))):
-                name = f"t/ns{k % 3}/{_hex(k * 0x100)}_{_hex(k * 0x100 + 0x100)}"
+                name = f"t/ns{k % 3}/{hex8(k * 0x100)}_{hex8(k * 0x100 + 0x100)}"
                 k += 1
                 tin, tout = self._num(0, 5 * MB, ties=ties), self._num(0, 5 * MB, ties=ties)
                 entries.append({"bundleName": name, "stats": {
@@ -385,103 +364,6 @@ class Generator:
                 d["weightedMaxEMA"] = float(np.round(d["weightedMaxEMA"] * rng.uniform(0.7, 1.3), 4))
         return nxt
 
-    def extensible_split(self) -> dict[str, Any]:
-        """The extensible split cycle (``DefaultNamespaceBundleSplitStrategyImpl`` of every broker, on its
-        TopBundlesLoadData): 1-10 brokers, 1-3 namespaces of 1-16 bundles (sometimes a one-hash bundle that cannot
-        split), stats straddling the topic / session / message-rate / bandwidth limits, bundles with fewer than 2
-        topics, bundles reported by two brokers or owned by another one, namespaces at their bundle cap, hit-count
-        thresholds 0-3, per-cycle limits, and topic lists for topic_count_equally_divide."""
-        rng = self.rng
-        n = int(_pick(rng, [1, 2, 3, 5, 10]))
-        ids = [f"broker-{i}.example:8080" for i in range(n)]
-        namespaces: dict[str, Any] = {}
-        names: list[str] = []
-        for k in range(int(rng.integers(1, 4))):
-            ns = f"t/ns{k}"
-            bounds = _layout(int(_pick(rng, [1, 2, 4, 8, 16])))
-            if rng.random() < 0.2:  # a bundle one hash wide (NamespaceBundleFactory.canSplitBundle: false)
-                bounds = sorted({*bounds, bounds[1] - 1})
-            namespaces[ns] = {"boundaries": [_hex(b) for b in bounds]}
-            names += [f"{ns}/{_hex(a)}_{_hex(b)}" for a, b in zip(bounds, bounds[1:])]
-        max_topics = int(_pick(rng, [3, 10, 1000]))
-        max_sessions = int(_pick(rng, [0, 10, 1000]))
-        max_rate = int(_pick(rng, [100, 1000, 30000]))
-        max_bw = int(_pick(rng, [1, 10, 100]))
-        conf: dict[str, Any] = {
-            "pulsarVersion": self.profile, "loadManagerClassName": EXT + "ExtensibleLoadManagerImpl",
-            "loadBalancerLoadSheddingStrategy": EXT + "scheduler.TransferShedder",
-            "loadBalancerAutoBundleSplitEnabled": bool(rng.random() < 0.9),
-            "loadBalancerNamespaceBundleMaxTopics": max_topics,
-            "loadBalancerNamespaceBundleMaxSessions": max_sessions,
-            "loadBalancerNamespaceBundleMaxMsgRate": max_rate,
-            "loadBalancerNamespaceBundleMaxBandwidthMbytes": max_bw,
-            "loadBalancerNamespaceMaximumBundles": int(_pick(rng, [1, 2, 4, 8, 17, 128])),
-            "loadBalancerMaxNumberOfBundlesToSplitPerCycle": int(_pick(rng, [1, 2, 10])),
-            "loadBalancerNamespaceBundleSplitConditionHitCountThreshold": int(_pick(rng, [0, 1, 3])),
-            "defaultNamespaceBundleSplitAlgorithm": str(_pick(rng, ["range_equally_divide",
-                                                                    "topic_count_equally_divide"])),
-        }
-
-        def straddle(limit: float) -> float:
-            return float(limit * _pick(rng, [0.0, 0.3, 0.5, 1.0, 1.0000001, 2.0]))
-
-        top: dict[str, list[dict[str, Any]]] = {b: [] for b in ids}
-        owners: dict[str, str] = {}
-        topics: dict[str, list[dict[str, Any]]] = {}
-        for name in names:
-            if rng.random() < 0.15:
-                continue  # reported by nobody
-            reporter = ids[int(rng.integers(n))]
-            count = int(_pick(rng, [0, 1, 2, 3, max_topics, max_topics + 1, 40]))
-            sessions = straddle(max_sessions if max_sessions > 0 else 10)
-            rate, thr = straddle(max_rate), straddle(max_bw * MB)
-            share = float(_pick(rng, [0.0, 0.5, 1.0]))
-            stats = {"msgRateIn": rate * share, "msgRateOut": rate * (1 - share),
-                     "msgThroughputIn": thr * share, "msgThroughputOut": thr * (1 - share),
-                     "consumerCount": int(sessions // 2), "producerCount": int(sessions - sessions // 2),
-                     "topics": count, "cacheSize": 0}
-            top[reporter].append({"bundleName": name, "stats": stats})
-            if n > 1 and rng.random() < 0.1:  # also in a second broker's list (a bundle moving)
-                top[ids[int(rng.integers(n))]].append({"bundleName": name, "stats": dict(stats)})
-            owners[name] = reporter if rng.random() < 0.9 else ids[int(rng.integers(n))]
-            ns, _, rng_hex = name.rpartition("/")
-            lo, hi = (int(x, 16) for x in rng_hex.split("_"))
-            if rng.random() < 0.8 and hi - lo > 1 << 16:  # topic names hashing into the bundle (CRC-32)
-                listed: list[dict[str, Any]] = []
-                prefix = f"persistent://{ns}/topic-{int(rng.integers(0, 1 << 30))}-"
-                for j in itertools.count():
-                    if len(listed) == min(count, 12):
-                        break
-                    h = topic_hash_of(prefix + str(j))
-                    if lo <= h < hi or h == hi == 0xFFFFFFFF:
-                        listed.append({"topic": prefix + str(j)})
-                topics[name] = listed
-        ext: dict[str, Any] = {"brokerLoadData": {},
-                               "topBundlesLoadData": {b: {"topBundlesLoadData": e} for b, e in top.items()
-                                                      if e or rng.random() < 0.5},
-                               "recentlyUnloadedBundles": {}, "recentlyUnloadedBrokers": {}, "availableBrokers": ids}
-        if rng.random() < 0.5:
-            ext["bundleOwners"] = owners
-        return {"config": conf, "nowMillis": NOW, "extensible": ext, "namespaces": namespaces, "topics": topics,
-                "actions": ["split"]}
-
-    def evolve_extensible_split(self, req: dict[str, Any]) -> dict[str, Any]:
-        """The next split cycle: stats scaled across the limits, brokers whose list is missing this cycle."""
-        rng = self.rng
-        nxt = json.loads(json.dumps(req))
-        nxt["nowMillis"] = req["nowMillis"] + 60_000
-        lists = nxt["extensible"]["topBundlesLoadData"]
-        for broker in list(lists):
-            if rng.random() < 0.15:
-                del lists[broker]
-                continue
-            for e in lists[broker]["topBundlesLoadData"]:
-                if rng.random() < 0.4:
-                    f = float(_pick(rng, [0.0, 0.5, 1.0, 2.0]))
-                    for key in ("msgRateIn", "msgRateOut", "msgThroughputIn", "msgThroughputOut"):
-                        e["stats"][key] *= f
-        return nxt
-
     def pipeline(self, shedding: bool = False) -> Case:
         """``ModularLoadManagerImpl.selectBrokerForAssignment`` for 1-4 new bundles (preallocated one after the
         other) under namespace isolation policies (primary / secondary broker regexes, ``min_limit`` failover),
@@ -502,7 +384,7 @@ class Generator:
         conf["loadBalancerDistributeBundlesEvenlyEnabled"] = bool(rng.random() < 0.5)
         conf["failureDomainsEnabled"] = bool(rng.random() < 0.7)
         if rng.random() < 0.3:
-            conf["loadBalancerBrokerMaxTopics"] = int(_pick(rng, [0, 100, 2000]))
+            conf["loadBalancerBrokerMaxTopics"] = int(pick(rng, [0, 100, 2000]))
         conf["loadManagerClassName"] = IMPL + "ModularLoadManagerImpl"
         for bid in ids:
             local = brokers[bid]["localData"]
@@ -514,7 +396,7 @@ class Generator:
         groups = ["g1", "G1", "g2", "  "]
         new_ns = [f"t/aa{j}" for j in range(int(rng.integers(1, 4)))]
         for ns in list(namespaces) + new_ns:
-            entry = namespaces.setdefault(ns, {"boundaries": [_hex(x) for x in _layout(4)]})
+            entry = namespaces.setdefault(ns, {"boundaries": [hex8(x) for x in even_layout(4)]})
             if rng.random() < 0.7:
                 entry["policies"] = {"namespaceAntiAffinityGroup": groups[int(rng.integers(len(groups)))]}
         # namespaces of the groups already placed: bundles of t/aa* preallocated to (or reported by) random brokers
@@ -523,8 +405,8 @@ class Generator:
                                       "msgThroughputIn": 1000.0, "msgThroughputOut": 1000.0},
                     "longTermData": {"maxSamples": 1000, "numSamples": 1, "msgRateIn": 10.0, "msgRateOut": 10.0,
                                      "msgThroughputIn": 1000.0, "msgThroughputOut": 1000.0}, "topics": 1}
-        bounds = _layout(4)
-        free = [f"{ns}/{_hex(lo)}_{_hex(hi)}" for ns in new_ns for lo, hi in itertools.pairwise(bounds)]
+        bounds = even_layout(4)
+        free = [f"{ns}/{hex8(lo)}_{hex8(hi)}" for ns in new_ns for lo, hi in itertools.pairwise(bounds)]
         rng.shuffle(free)
         for b in free[: int(rng.integers(0, len(free)))]:
             bundle_data[b] = json.loads(json.dumps(template))
@@ -535,7 +417,7 @@ class Generator:
                 holder["localData"]["bundles"].append(b)
                 holder["localData"]["lastStats"][b] = {"msgRateIn": 10.0, "topics": 1}
             free.remove(b)
-        assign = free[: int(rng.integers(1, 5))] or [f"t/aa9/{_hex(0)}_{_hex(0xFFFFFFFF)}"]
+        assign = free[: int(rng.integers(1, 5))] or [f"t/aa9/{hex8(0)}_{hex8(0xFFFFFFFF)}"]
         for b in assign:
             bundle_data[b] = json.loads(json.dumps(template))
         if rng.random() < 0.6:
@@ -557,10 +439,10 @@ class Generator:
             lo = int(rng.integers(0, max(1, len(hosts))))
             prim = [rf"broker-{lo}\.example"] if rng.random() < 0.5 else [rf"broker-[0-{min(lo, 9)}]\..*"]
             sec = [] if rng.random() < 0.3 else [r"broker-.*[5-9]\.example"]
-            nss = [str(_pick(rng, ["t/aa0", "t/aa[01]", "t/ns0", "t/.*", "t/aa.*"]))]
+            nss = [str(pick(rng, ["t/aa0", "t/aa[01]", "t/ns0", "t/.*", "t/aa.*"]))]
             iso[f"policy-{k}"] = {"namespaces": nss, "primary": prim, "secondary": sec,
                                   "auto_failover_policy": {"policy_type": "min_available", "parameters": {
-                                      "min_limit": str(int(_pick(rng, [0, 1, 2, 3]))), "usage_threshold": "80"}}}
+                                      "min_limit": str(int(pick(rng, [0, 1, 2, 3]))), "usage_threshold": "80"}}}
         return iso
 
     def _failure_domains(self, ids: list[str]) -> dict[str, dict[str, list[str]]]:
@@ -598,12 +480,12 @@ class Generator:
         rng = self.rng
         algs = SPLIT_ALGORITHMS.get(self.profile, ALL_SPLIT_ALGORITHMS)
         algorithm = algs[int(rng.integers(len(algs)))]
-        n = int(_pick(rng, [1, 2, 4, 16, 64]))
+        n = int(pick(rng, [1, 2, 4, 16, 64]))
         k = int(rng.integers(n))
-        lo, hi = _layout(n)[k], _layout(n)[k + 1]
-        bundle = f"t/ns/{_hex(lo)}_{_hex(hi)}"
+        lo, hi = even_layout(n)[k], even_layout(n)[k + 1]
+        bundle = f"t/ns/{hex8(lo)}_{hex8(hi)}"
         topics: list[dict[str, Any]] = []
-        for i in range(int(_pick(rng, [0, 1, 2, 3, 5, 10, 40]))):
+        for i in range(int(pick(rng, [0, 1, 2, 3, 5, 10, 40]))):
             rec: dict[str, Any] = {"topic": f"persistent://t/ns/topic-{int(rng.integers(0, 10_000))}-{i}"}
             r = rng.random()
             if r < 0.8:
@@ -613,12 +495,12 @@ class Generator:
             topics.append(rec)
         positions = sorted({int(x) for x in rng.integers(lo, hi + 1, size=int(rng.integers(1, 5)))})
         if rng.random() < 0.3:
-            positions.append(int(_pick(rng, [lo, hi, 0, 0xFFFFFFFF])))
+            positions.append(int(pick(rng, [lo, hi, 0, 0xFFFFFFFF])))
         conf = {"pulsarVersion": self.profile,
-                "loadBalancerNamespaceBundleMaxMsgRate": int(_pick(rng, [0, 100, 1000, 30000])),
-                "loadBalancerNamespaceBundleMaxBandwidthMbytes": int(_pick(rng, [0, 1, 20, 100])),
-                "flowOrQpsDifferenceThresholdPercentage": int(_pick(rng, [0, 10, 50]))}
-        arg = {"bundle": bundle, "algorithm": algorithm, "positions": [_hex(p) for p in positions],
+                "loadBalancerNamespaceBundleMaxMsgRate": int(pick(rng, [0, 100, 1000, 30000])),
+                "loadBalancerNamespaceBundleMaxBandwidthMbytes": int(pick(rng, [0, 1, 20, 100])),
+                "flowOrQpsDifferenceThresholdPercentage": int(pick(rng, [0, 10, 50]))}
+        arg = {"bundle": bundle, "algorithm": algorithm, "positions": [hex8(p) for p in positions],
                "topics": topics}
         return Case("NamespaceBundleSplitAlgorithm", [{"config": conf, "nowMillis": NOW,
                                                       "loadData": {"brokers": {}}, "actions": [{"splitBoundary": arg}]}])
@@ -634,9 +516,9 @@ class Generator:
         if self._prealloc_twice is None:
             self.prealloc_twice = bool(self.rng.random() < 0.35)
         if strategy == "DefaultNamespaceBundleSplitStrategy":
-            steps = [self.extensible_split()]
+            steps = [extensible_split(self.rng, self.profile)]
             for _ in range(int(self.rng.integers(0, 5))):
-                steps.append(self.evolve_extensible_split(steps[-1]))
+                steps.append(evolve_extensible_split(self.rng, steps[-1]))
             return Case(strategy, steps)
         if strategy == "TransferShedder":
             steps = [self.extensible()]
@@ -647,7 +529,7 @@ class Generator:
         req = self.snapshot(strategy)
         if strategy in ("LeastLongTermMessageRate", "LeastResourceUsageWithWeight", "RoundRobinBrokerSelector"):
             bundles = list(req["loadData"]["bundleData"])
-            new = [f"t/new/{_hex(0)}_{_hex(0x40000000)}"]
+            new = [f"t/new/{hex8(0)}_{hex8(0x40000000)}"]
             req["loadData"]["bundleData"][new[0]] = {
                 "shortTermData": {"maxSamples": 10, "numSamples": 1, "msgRateIn": 10.0, "msgRateOut": 10.0,
                                   "msgThroughputIn": 1000.0, "msgThroughputOut": 1000.0},

@@ -145,6 +145,22 @@ def _close(a: float, b: float) -> bool:
     return a == b or math.isclose(a, b, rel_tol=REL_TOL, abs_tol=0.0)
 
 
+def _split_diffs(java: list[dict[str, Any]], kernel: list[dict[str, Any]]) -> list[str]:
+    """Split decisions: bundle and broker (up to 2.11 ``findBundlesToSplit`` answers bundle names only, broker
+    null: the bundles), with reason and boundary where given (the extensible split strategy's decisions)."""
+    names_only = any(s["broker"] is None for s in java)
+    detailed = any("reason" in s for s in java + kernel)
+
+    def split_key(s: dict[str, Any]) -> tuple[Any, ...]:
+        key: tuple[Any, ...] = (s["bundle"], None if names_only else s["broker"])
+        if detailed:
+            key += (s.get("reason"), tuple(int(x) for x in s.get("boundaries") or ()))
+        return key
+
+    js, ks = sorted(map(split_key, java)), sorted(map(split_key, kernel))
+    return [] if js == ks else [f"split: pulsar {js} lbreplay {ks}"]
+
+
 def compare(strategy: str, java: dict[str, Any], kernel: dict[str, Any]) -> list[str]:
     """Differences between the oracle's and the kernel's answers (empty: they agree)."""
     diffs: list[str] = []
@@ -168,21 +184,7 @@ def compare(strategy: str, java: dict[str, Any], kernel: dict[str, Any]) -> list
                 if u["bundle"] not in drawn)
     if ju != ku:
         diffs.append(f"unload: pulsar {ju} lbreplay {ku}")
-    # up to 2.11 findBundlesToSplit answers bundle names only (broker null): compare the bundles
-    names_only = any(s["broker"] is None for s in java["split"])
-    # the extensible split strategy's decisions carry their reason and boundary: compared too
-    detailed = any("reason" in s for s in java["split"] + kernel["split"])
-
-    def split_key(s: dict[str, Any]) -> tuple[Any, ...]:
-        key: tuple[Any, ...] = (s["bundle"], None if names_only else s["broker"])
-        if detailed:
-            key += (s.get("reason"), tuple(int(x) for x in s.get("boundaries") or ()))
-        return key
-
-    js = sorted(split_key(s) for s in java["split"])
-    ks = sorted(split_key(s) for s in kernel["split"])
-    if js != ks:
-        diffs.append(f"split: pulsar {js} lbreplay {ks}")
+    diffs += _split_diffs(java["split"], kernel["split"])
     ties = (java.get("oracle") or {}).get("tieSets") or []
     tie_broken = False
     # placement-pipeline answers: after a random draw (Pulsar's ThreadLocalRandom / new Random()) only that bundle
