@@ -326,6 +326,19 @@ def test_assign_least_resource_usage_with_weight() -> None:
         {"b1:8080": 0.9, "b2:8080": 0.5, "b3:8080": 0.1})
 
 
+@pytest.mark.parametrize("line,expected", [("2.11", "b3"), ("3.0", "b2:8080"), ("5.0", "b2:8080")])
+def test_assign_broker_id_without_port_per_line(line: str, expected: str) -> None:
+    """``LoadManagerShared.applyNamespacePolicies`` reads the host of ``new URL("http://" + id)`` up to 3.1 (an id
+    without a port is its own host), and ``parseBrokerHost`` (the id up to its last ':'; an id without ':' is
+    skipped, never a candidate) from apache/pulsar#21894 (3.2.0; in the 3.0 line by 3.0.7). b3 without its port is
+    the least loaded broker of ``cluster()``: 2.11 places there, 3.0+ never. Found by the oracle's placement-pipeline
+    cases with a port-less broker id (``VersionProfile.broker_host_by_last_colon``)."""
+    req = json.loads(json.dumps(cluster()).replace('"b3:8080"', '"b3"'))
+    req["config"]["pulsarVersion"] = line
+    req["actions"] = [{"assign": ["t/other/0x00000000_0x40000000"]}]
+    assert decide(req)["assign"] == [{"bundle": "t/other/0x00000000_0x40000000", "broker": expected}]
+
+
 def test_assign_respects_isolation_policy() -> None:
     """applyNamespacePolicies (§4.1 a) with Pulsar's NamespaceIsolationData JSON: t/iso.* is primary on host b1
     (regex on the host, port dropped) and min_available needs 1 primary, so b1 is the only candidate although it

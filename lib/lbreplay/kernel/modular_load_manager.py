@@ -11,7 +11,7 @@ refresh). :class:`ModularLoadManager` holds the leader's strategies and state; `
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -23,7 +23,7 @@ from lbreplay.kernel.leader_state import LeaderState
 from lbreplay.kernel.load_data import LoadData, derived_cache
 from lbreplay.kernel.naming import split_bundle_name
 from lbreplay.kernel.placement import selection
-from lbreplay.kernel.policies import NamespacePolicies
+from lbreplay.kernel.policies import NamespacePolicies, parse_broker_host
 from lbreplay.kernel.split_algorithms import TopicStats
 from lbreplay.kernel.strategy import LoadSheddingStrategy, ModularLoadManagerStrategy, Unload, strategy_class
 from lbreplay.kernel.version_profile import profile_for
@@ -212,7 +212,9 @@ class ModularLoadManager:
     def __init__(self, conf: PulsarConfig, policies: NamespacePolicies, rng: np.random.Generator,
                  strategies: tuple[LoadSheddingStrategy, ModularLoadManagerStrategy] | None = None) -> None:
         self.conf = conf
-        self.policies = policies
+        # LoadManagerShared.parseBrokerHost from 3.0.7 / 3.2.0 (VersionProfile.broker_host_by_last_colon)
+        by_last_colon = profile_for(conf["pulsarVersion"]).broker_host_by_last_colon
+        self.policies = replace(policies, host_of=parse_broker_host) if by_last_colon else policies
         self.rng = rng
         self.shedder, self.placement = strategies if strategies is not None else create_strategies(conf)
         self.leader_state: LeaderState | None = None

@@ -159,6 +159,8 @@ class NamespacePolicies:
     failure_domains: dict[str, tuple[str, ...]] = field(default_factory=dict)  # domain -> broker ids
     failure_domains_enabled: bool = False  # broker.conf failureDomainsEnabled
     shedding_excluded_namespaces: frozenset[str] = frozenset()  # loadBalancerSheddingExcludedNamespaces (PIP-380)
+    # a broker id's host for applyNamespacePolicies (VersionProfile.broker_host_by_last_colon: parse_broker_host)
+    host_of: Callable[[str], str | None] = field(default=broker_host, repr=False, compare=False)
     _mask_cache: dict[tuple[str, bool, str, tuple[str, ...]], tuple[np.ndarray, np.ndarray, np.ndarray]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -297,11 +299,11 @@ class NamespacePolicies:
         usage: np.ndarray | None = None,
         *,
         non_persistent: bool = False,
-        host_of: Callable[[str], str | None] = broker_host,
+        host_of: Callable[[str], str | None] | None = None,
     ) -> np.ndarray:
         """``LoadManagerShared.applyNamespacePolicies``: the brokers among ``candidate_mask`` (available brokers)
-        that may own a bundle of ``namespace``. ``host_of`` gives a broker id's host (``parse_broker_host`` for
-        ``applyNamespacePoliciesAsync``, which skips an id without ``:``).
+        that may own a bundle of ``namespace``. ``host_of`` gives a broker id's host (default: the policies'
+        ``host_of``; ``parse_broker_host`` for ``applyNamespacePoliciesAsync``, which skips an id without ``:``).
 
         * With an isolation policy: its primary brokers, plus its secondary ones when
           ``MinAvailablePolicy.shouldFailoverToSecondary(#primaries)`` (fewer primaries than ``min_limit``).
@@ -314,7 +316,7 @@ class NamespacePolicies:
         del usage  # see docstring: shouldFailover(int) ignores broker usage
         avail = np.asarray(candidate_mask, dtype=bool)
         pol = self.policy_for(namespace)
-        primary, secondary, shared = self._host_masks(namespace, brokers, pol, host_of)
+        primary, secondary, shared = self._host_masks(namespace, brokers, pol, host_of or self.host_of)
         if pol is not None:
             prim = avail & primary
             if pol.should_failover(int(prim.sum())):

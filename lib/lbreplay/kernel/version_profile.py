@@ -97,6 +97,11 @@ class VersionProfile:
     # (ModularLoadManagerImpl.shouldNamespacePoliciesUnload, apache/pulsar#16476, merged Jul 2022, first in 2.11.0;
     # 2.10.5 has no such method). Checked by the oracle's LoadSheddingDestination cases.
     unload_checks_namespace_policies: bool = True
+    # [M] LoadManagerShared.applyNamespacePolicies reads a broker id's host with parseBrokerHost (the id up to its
+    # last ':'; an id without ':' is skipped, never a candidate) where older lines parse new URL("http://" + id)
+    # (apache/pulsar#21894, merged Jan 2024: first in 3.2.0 and in the 3.0 line by 3.0.7; 3.0.2 and 3.1.0 still parse
+    # a URL, checked on the jars). Checked by the oracle's placement-pipeline cases with a port-less broker id.
+    broker_host_by_last_colon: bool = True
     # The extensible load manager's TransferShedder is in the jar (org.apache.pulsar.broker.loadbalance.extensions,
     # complete since 3.0).
     transfer_shedder_available: bool = True
@@ -111,7 +116,7 @@ _2_11 = VersionProfile("2.11", True, True, True, False, False, False, False, Fal
                        broker_class_filter=False, transfer_shedder_available=False,
                        bandwidth_weight_keys_pip357=False, uniform_coupled_extremes=True, lruw_idle_restart=False,
                        absent_strategies=("RoundRobinBrokerSelector",), active_brokers_change_hook=False,
-                       shedding_excluded_namespaces=False)
+                       shedding_excluded_namespaces=False, broker_host_by_last_colon=False)
 
 PROFILES: dict[str, VersionProfile] = {
     # 5.0.x: checked against the 5.0.0-M1 jar (5.0.1's dependency tree is not on Maven Central).
@@ -136,7 +141,7 @@ PROFILES: dict[str, VersionProfile] = {
                           bandwidth_weight_keys_pip357=False, threshold_lower_boundary=False,
                           absent_strategies=("RoundRobinBrokerSelector", "LeastResourceUsageWithWeight"),
                           active_brokers_change_hook=False, shedding_excluded_namespaces=False,
-                          unload_checks_namespace_policies=False),
+                          unload_checks_namespace_policies=False, broker_host_by_last_colon=False),
 }
 
 # Names kept for configs written before the lines were checked: the newest checked line of that major.

@@ -426,6 +426,9 @@ class Generator:
             req["failureDomains"] = self._failure_domains(ids)
         if rng.random() < 0.2:  # PIP-380: honoured from 4.1 only (VersionProfile.shedding_excluded_namespaces)
             conf["loadBalancerSheddingExcludedNamespaces"] = [new_ns[0]]
+        if rng.random() < 0.15:  # a broker id without a port (VersionProfile.broker_host_by_last_colon)
+            victim = ids[int(rng.integers(len(ids)))]
+            req = json.loads(json.dumps(req).replace(f'"{victim}"', f'"{victim.rpartition(":")[0]}"'))
         if shedding:
             return self._shedding(req, prof)
         req["actions"] = [{"selectBrokerForAssignment": assign}]
