@@ -161,7 +161,8 @@ class NamespacePolicies:
     shedding_excluded_namespaces: frozenset[str] = frozenset()  # loadBalancerSheddingExcludedNamespaces (PIP-380)
     # a broker id's host for applyNamespacePolicies (VersionProfile.broker_host_by_last_colon: parse_broker_host)
     host_of: Callable[[str], str | None] = field(default=broker_host, repr=False, compare=False)
-    _mask_cache: dict[tuple[str, bool, str, tuple[str, ...]], tuple[np.ndarray, np.ndarray, np.ndarray]] = field(
+    _mask_cache: dict[tuple[str, bool, Callable[[str], str | None], tuple[str, ...]],
+                      tuple[np.ndarray, np.ndarray, np.ndarray]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
 
@@ -268,7 +269,7 @@ class NamespacePolicies:
         ids = tuple(brokers.ids)
         pol = self.policy_for(namespace) if policy is _UNSET else policy
         assert pol is None or isinstance(pol, IsolationPolicy)  # for the type checker
-        key = (pol.name if pol is not None else "", pol is not None, host_of.__name__, ids)
+        key = (pol.name if pol is not None else "", pol is not None, host_of, ids)
         hit = self._mask_cache.get(key)
         if hit is not None:
             return hit
