@@ -235,3 +235,55 @@ def test_generate_failing_step_leaves_no_poller(spark, lake, capsys, monkeypatch
     assert _progress_threads() == []
     assert spark.sparkContext.getLocalProperty("spark.jobGroup.id") is None
     assert " done" in capsys.readouterr().err  # the topics step had finished
+
+
+@pytest.mark.spark
+def test_ingest_reports_reading_and_each_table_commit_unless_quiet(spark, lake) -> None:  # type: ignore[no-untyped-def]
+    """``ingest`` prints on stderr the files read and one line per table as its commit lands (tables commit
+    concurrently, so in any order); ``--quiet`` prints nothing there. The counts are the summary's ``rows:``."""
+    from lbreplay.lake.ingest import INGEST_TABLES
+    from tests.hostile.harness import REPO, cli
+
+    source = REPO / "data" / "samples" / "modular-3brokers"
+    res = cli(spark, "ingest", "--source", str(source), "--cluster", "progress-ingest", "--lake", lake)
+    assert res.code == 0, res.err
+    rows = dict(kv.split("=") for kv in res.out.splitlines()[1].removeprefix("rows: ").split(", "))
+    lines = res.err.splitlines()
+    ticks = re.search(r": (\d+) ticks", res.out).group(1)  # type: ignore[union-attr]
+    assert re.fullmatch(rf"ingest: read 21 files \({ticks} ticks\) under {re.escape(str(source))}; writing "
+                        rf"{len(INGEST_TABLES)} tables", lines[0]), lines[0]
+    expected = {f"ingest: {t.name}: {rows[t.name]} rows committed" if int(rows[t.name]) else f"ingest: {t.name}: no rows"
+                for t in INGEST_TABLES}
+    assert sorted(lines[1:]) == sorted(expected)
+    assert int(rows["broker_load"]) == 9
+    quiet = cli(spark, "ingest", "--source", str(source), "--cluster", "progress-ingest", "--lake", lake, "--quiet")
+    assert quiet.code == 0 and quiet.err == "" and quiet.out == res.out
+
+
+@pytest.mark.spark
+def test_validate_reports_each_table_scan_unless_quiet(spark, lake) -> None:  # type: ignore[no-untyped-def]
+    """``validate`` prints on stderr the tables it scans, one line per table as its scan ends (rows, rows some rule's
+    Spark predicate flags) and one per Great Expectations suite run over flagged rows; ``--quiet`` prints none."""
+    from lbreplay.lake.expectations import VALIDATED_TABLES
+    from tests.hostile.harness import REPO, cli
+
+    source = REPO / "data" / "samples" / "modular-3brokers"
+    ingested = cli(spark, "ingest", "--source", str(source), "--cluster", "progress-val", "--lake", lake, "--quiet")
+    assert ingested.code == 0, ingested.err
+    rows = dict(kv.split("=") for kv in ingested.out.splitlines()[1].removeprefix("rows: ").split(", "))
+    res = cli(spark, "validate", "--cluster", "progress-val", "--lake", lake)
+    assert res.code == 0 and res.out.startswith("validation passed: cluster progress-val"), res.err
+    lines = [ln for ln in res.err.splitlines() if ln.startswith("validate: ")]
+    scanned = re.fullmatch(r"validate: scanning (\d+) tables of progress-val", lines[0])
+    assert scanned, lines[0]
+    per_table = {m.group(1): (int(m.group(2)), int(m.group(3))) for m in
+                 (re.fullmatch(r"validate: (\w+): (\d+) rows, (\d+) flagged by the rules' predicates", ln)
+                  for ln in lines[1:]) if m}
+    assert len(per_table) == int(scanned.group(1)) and set(per_table) <= {t.name for t in VALIDATED_TABLES}
+    for name, (n, _) in per_table.items():
+        assert n == int(rows.get(name, 0)), name
+    suites = [ln for ln in lines[1:] if "Great Expectations suite" in ln]
+    assert len(lines) == 1 + len(per_table) + len(suites)
+    assert all(per_table[re.match(r"validate: (\w+):", ln).group(1)][1] > 0 for ln in suites)  # type: ignore[union-attr]
+    quiet = cli(spark, "validate", "--cluster", "progress-val", "--lake", lake, "--quiet")
+    assert quiet.code == 0 and not [ln for ln in quiet.err.splitlines() if ln.startswith("validate: ")]

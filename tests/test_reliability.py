@@ -1,31 +1,38 @@
-"""Concurrency, crash safety and execution-shape determinism on one small lake (issue: reliability).
+"""Crash safety, concurrency and execution-shape determinism on one small lake (issue: reliability).
 
-The lake holds the ``tiny`` scenario (3 brokers, 4 bundles, 12 ticks, a broker leaving at tick 6) generated,
-validated, replayed (the reference run ``solo``) and a sample dump ingested (the reference ``ing-ref``), all
-in-process on the test session (``local[2]``). The commands under test run as their own ``lbreplay`` processes
-(``local[1]``), as a user or the Airflow DAG starts them, and are compared by content hash
-(``harness.run_id_content``: every output table's rows of the run, sorted, without ``run_id``) with the reference.
+The lake holds the ``tiny`` scenario (3 brokers, 4 bundles, 12 ticks, a broker leaving at tick 6), generated,
+validated and replayed in-process on the test session (``local[2]``, 2 shuffle partitions): the references are a
+sweep of the grid (``ref-01`` threshold 5, ``ref-02`` threshold 10, what-if), an audit (``audit-2``: observed
+mode, seed 7, 2 tick slices) and a sample dump ingested as cluster ``ing-ref``. The commands under test run as
+their own ``lbreplay`` processes (``local[1]``), as a user or the Airflow DAG starts them, and are compared by
+content hash (``harness.run_id_content``: every output table's rows of the run, sorted, without ``run_id``):
 
-* Concurrency: a ``replay`` (the DAG's ``replay_baseline``), a ``sweep`` (``sweep_candidates``) and an ``ingest``
-  of another cluster start together on a cold tick-stream cache: the replay and the sweep both prepare it (each
-  into its own directory; the first manifest published stands); all finish and equal the references. A second
-  writer of the baseline's run id fails at once with one line; the first one wins.
-* Crash: ``kill -9`` of the whole driver (Python and its JVM, one process group) at seeded random points of an
-  ``ingest``, a ``replay`` and a ``sweep`` running together (``LBREPLAY_CRASH_POINTS`` per command: 1 in
-  ``make test``, 10 in ``make test-crash``), then the same commands again: the lake ends identical to the
-  undisturbed runs, one ``runs`` row per run id, and between the kill and the re-run the views show nothing of a
-  run that is not complete.
-* Determinism: the what-if run is the same in ``local[1]`` (the concurrent replay) and ``local[2]`` (``solo``), and
-  with 5 shuffle partitions instead of 8; an audit (observed mode) is the same replayed as 1 tick slice
-  (``local[1]``), as 2 slices (``local[2]``) and with 5 shuffle partitions.
+* Crash: an ``ingest`` of another cluster, an audit ``replay`` and a ``sweep`` start together and each is killed
+  (``kill -9`` of its process group: Python and its JVM) at a point of a seeded schedule: after its k-th progress
+  line (k = 0 is its start) plus a seeded delay, so the kills fall in every phase (Spark start, tick-stream
+  preparation, replay, table commits) whatever the machine's speed. ``LBREPLAY_CRASH_POINTS`` points per command:
+  1 in ``make test``, 10 in ``make test-crash``. Between the kill and the re-run the views show nothing of a run
+  that is not complete, and a run is never ``succeeded`` unless complete.
+* Concurrency: the same three commands again, at the same time (the audit and the sweep as processes, for the first
+  point on a cold tick-stream cache, so both prepare it, each into its own directory, the first manifest published
+  standing; the ingest in the test's own process, a third writer without a third JVM start-up), with a second
+  writer of the audit's run id started while the first holds it (it fails at once with one line):
+  all finish, the lake equals the undisturbed references, one ``succeeded`` runs row per run id — the DAG's
+  parallel ``replay_baseline`` and ``sweep_candidates`` as a parallel executor would run them.
+* Determinism: the audit is the same as 1 tick slice (``local[1]``, the process above) and as 2 slices
+  (``local[2]``); the sweep's what-if runs are the same in ``local[1]`` and ``local[2]``; and in-process, with 5
+  shuffle partitions instead of the CLI's 8, the audit and a what-if run are unchanged.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import re
 import shutil
 import signal
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -40,30 +47,33 @@ GRID = ("pulsar:\n  loadBalancerLoadSheddingStrategy: org.apache.pulsar.broker.l
         "grid:\n  loadBalancerBrokerThresholdShedderPercentage: [5, 10]\n")
 BASE = ["--set", "loadBalancerLoadSheddingStrategy=org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder",
         "--set", "loadBalancerBrokerThresholdShedderPercentage=5"]
+AUDIT = [*BASE, "--mode", "observed", "--seed", "7"]
 SAMPLES = REPO / "data" / "samples" / "modular-3brokers"
 CRASH_POINTS = int(os.environ.get("LBREPLAY_CRASH_POINTS", "1"))
-LOCAL1 = ["--master", "local[1]", "--quiet"]
+LOCAL1 = ["--master", "local[1]"]
+# Each command's progress lines on stderr (replay / sweep: spark_replay.execute; ingest: ingest.ingest): a kill
+# point is "after the k-th of them", k = 0 meaning from the start.
+PHASES = {
+    "ingest": [r"^ingest: read ", r"^ingest: \w+: ", r"^ingest: \w+: ", r"^ingest: \w+: "],
+    "audit": [r"^preparing tick stream", r"^tick stream ready", r"^replayed .* writing tables"],
+    "sweep": [r"^preparing tick stream", r"^tick stream ready", r"^replayed .* writing tables"],
+}
 
 
 def _ok(outcome: Any) -> None:
     assert outcome.code == 0, outcome.err[-3000:]
 
 
-def _replay(lake: str, run_id: str) -> list[str]:
-    return ["replay", "--cluster", "a", *BASE, "--run-id", run_id, "--lake", lake, *LOCAL1]
-
-
-def _sweep(lake: str, grid: str, prefix: str) -> list[str]:
-    return ["sweep", "--cluster", "a", "--grid", grid, "--run-id-prefix", prefix, "--lake", lake, *LOCAL1]
-
-
-def _ingest(lake: str, cluster: str) -> list[str]:
-    return ["ingest", "--source", str(SAMPLES), "--cluster", cluster, "--lake", lake, "--master", "local[1]"]
+def _commands(lake: str, grid: str, i: int) -> dict[str, list[str]]:
+    return {"ingest": ["ingest", "--source", str(SAMPLES), "--cluster", f"ing-crash-{i}", "--lake", lake, *LOCAL1],
+            "audit": ["replay", "--cluster", "a", *AUDIT, "--run-id", f"crash-audit-{i}", "--lake", lake, *LOCAL1],
+            "sweep": ["sweep", "--cluster", "a", "--grid", grid, "--run-id-prefix", f"crash-sweep-{i}", "--lake", lake,
+                      *LOCAL1]}
 
 
 @pytest.fixture(scope="module")
 def tiny(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The lake (path with a space), the grid file, and the reference runs' content."""
+    """The lake (path with a space), the grid file, and the references' content."""
     work = tmp_path_factory.mktemp("reliability")
     lake = str(work / "tiny lake")
     (work / "tiny.yaml").write_text(SCENARIO, encoding="utf-8")
@@ -72,27 +82,15 @@ def tiny(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]
     with on_lake(spark, lake):
         _ok(cli(spark, "generate", "--scenario", str(work / "tiny.yaml"), "--cluster", "a", "--lake", lake, "--quiet"))
         _ok(cli(spark, "validate", "--cluster", "a", "--lake", lake))
-        _ok(cli(spark, "replay", "--cluster", "a", *BASE, "--run-id", "solo", "--lake", lake, "--quiet"))
-        _ok(cli(spark, "ingest", "--source", str(SAMPLES), "--cluster", "ing-ref", "--lake", lake))
-    return {"lake": lake, "grid": str(grid), "work": work, "solo": run_id_content(spark, lake, "solo"),
-            "durations": {}}
-
-
-def _finish_together(procs: dict[str, Any]) -> dict[str, tuple[Outcome, float]]:
-    """Wait for every process; each one's outcome and seconds from now to its exit."""
-    t0 = time.time()
-
-    def wait(proc: Any) -> tuple[Outcome, float]:
-        out = finish(proc)
-        return out, time.time() - t0
-
-    with ThreadPoolExecutor(len(procs)) as pool:
-        return dict(zip(procs, pool.map(wait, procs.values())))
+        _ok(cli(spark, "sweep", "--cluster", "a", "--grid", str(grid), "--run-id-prefix", "ref", "--lake", lake,
+                "--quiet"))
+        _ok(cli(spark, "replay", "--cluster", "a", *AUDIT, "--run-id", "audit-2", "--lake", lake, "--quiet"))
+        _ok(cli(spark, "ingest", "--source", str(SAMPLES), "--cluster", "ing-ref", "--lake", lake, "--quiet"))
+    return {"lake": lake, "grid": str(grid), **{rid: run_id_content(spark, lake, rid)
+                                                for rid in ("ref-01", "ref-02", "audit-2")}}
 
 
 def _input_content(spark: Any, lake: str, cluster: str) -> dict[str, list[str]]:
-    import json
-
     from lbreplay.lake.ingest import INGEST_TABLES
     from lbreplay.lake.tables import table_location
 
@@ -106,59 +104,39 @@ def _input_content(spark: Any, lake: str, cluster: str) -> dict[str, list[str]]:
     return out
 
 
-def test_parallel_commands_on_one_lake(spark: Any, tiny: dict[str, Any]) -> None:
-    lake = tiny["lake"]
-    shutil.rmtree(Path(lake) / "_replay_cache", ignore_errors=True)  # the replay and the sweep both prepare it
-    procs = {"baseline": spawn(*_replay(lake, "conc-base")),
-             "sweep": spawn(*_sweep(lake, tiny["grid"], "conc-sweep")),
-             "ingest": spawn(*_ingest(lake, "b"))}
-    # a second writer of the baseline's run id while the first holds it: fails at once, writes nothing
-    from lbreplay.lake.locks import _lock_file
-
-    lock = _lock_file(lake, "conc-base")
-    baseline = procs["baseline"]
-    while not (lock.is_file() and lock.read_text().startswith(f"pid {baseline.pid}")):
-        assert baseline.poll() is None, finish(baseline).err[-2000:]
-        time.sleep(0.2)
-    twin = finish(spawn(*_replay(lake, "conc-base")))
-    assert twin.code == 1
-    assert twin.last.startswith("lbreplay: run id 'conc-base' is being written by another lbreplay process")
-    assert twin.err.count("\n") == 1
-    results = _finish_together(procs)
-    for name, (res, _) in results.items():
-        assert res.code == 0, (name, res.err[-3000:])
-        # Spark's start-up chatter is off by default (conf/spark/log4j2.properties): no log4j lines on stderr
-        chatter = [ln for ln in res.err.splitlines() if " WARN " in ln or "log4j" in ln or " INFO " in ln]
-        assert chatter == [], (name, chatter[:5])
-    assert results["sweep"][0].out.split() == ["conc-sweep-01", "conc-sweep-02"]
-    assert run_id_content(spark, lake, "conc-base") == tiny["solo"]  # local[1] equals local[2]
-    # grid point 01 is the baseline's config (threshold 5): same tables; point 02 (threshold 10) is its own run
-    assert run_id_content(spark, lake, "conc-sweep-01") == tiny["solo"]
-    for rid in ("conc-base", "conc-sweep-01", "conc-sweep-02"):
-        assert [r["status"] for r in runs_rows(spark, lake, rid)] == ["succeeded"]
-    assert _input_content(spark, lake, "b") == _input_content(spark, lake, "ing-ref")
-    with on_lake(spark, lake):
-        query = cli(spark, "sql", "SELECT r.run_id, r.status, "
-                    "(SELECT count(*) FROM lbreplay.strategy_comparison c WHERE c.run_id = r.run_id) AS compared, "
-                    "(SELECT count(*) > 0 FROM lbreplay.validation_runs v WHERE v.cluster = 'a') AS validated "
-                    "FROM lbreplay.runs r WHERE r.run_id = 'conc-base'", "--format", "csv", "--lake", lake)
-    assert query.out.splitlines() == ["run_id,status,compared,validated", "conc-base,succeeded,1,true"]
-    tiny["sweep_ref"] = {rid: run_id_content(spark, lake, f"conc-sweep-{rid}") for rid in ("01", "02")}
-    tiny["durations"] = {name: seconds for name, (_, seconds) in results.items()}
-    print(f"parallel commands: {tiny['durations']}")
-
-
-def _kill_at(argv: list[str], after: float) -> bool:
-    """Start ``lbreplay argv``, SIGKILL its process group ``after`` seconds later; True when it was still running."""
+def _kill_at(argv: list[str], markers: list[str], phase: int, delay: float) -> tuple[bool, Outcome]:
+    """Start ``lbreplay argv``; after its ``phase``-th progress line (``markers``) and ``delay`` seconds more,
+    SIGKILL its process group. True when it was still running then."""
     proc = spawn(*argv)
-    deadline = time.time() + after
+    reached = threading.Event()
+    err: list[str] = []
+
+    def read() -> None:
+        assert proc.stderr is not None
+        seen = 0
+        for line in proc.stderr:
+            err.append(line)
+            if seen < phase and re.search(markers[seen], line):
+                seen += 1
+            if seen >= phase:
+                reached.set()
+        reached.set()  # end of stderr: the process is ending
+
+    if phase == 0:
+        reached.set()
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reached.wait()
+    deadline = time.time() + delay
     while time.time() < deadline and proc.poll() is None:
         time.sleep(0.05)
     alive = proc.poll() is None
     if alive:
         os.killpg(proc.pid, signal.SIGKILL)
-    proc.communicate(timeout=120)
-    return alive
+    out = proc.stdout.read() if proc.stdout is not None else ""
+    proc.wait(timeout=120)
+    reader.join(timeout=30)
+    return alive, Outcome(proc.returncode, out, "".join(err))
 
 
 def _visible(spark: Any, lake: str, run_id: str) -> dict[str, int]:
@@ -171,66 +149,106 @@ def _visible(spark: Any, lake: str, run_id: str) -> dict[str, int]:
                 for v in VIEW_NAMES}
 
 
-def test_kill_9_then_rerun_leaves_the_undisturbed_result(spark: Any, tiny: dict[str, Any]) -> None:
+def _rerun_together(spark: Any, lake: str, argv: dict[str, list[str]], audit_id: str) -> dict[str, Outcome]:
+    """The audit and the sweep started together as processes, the ingest run at the same time in this process
+    (through the same entry point: a third process writing the lake, without a third JVM start-up), and a second
+    writer of the audit's run id started while the first holds it."""
+    from lbreplay.lake.locks import _lock_file
+
+    procs = {name: spawn(*argv[name]) for name in ("audit", "sweep")}
+
+    def ingest_here() -> Outcome:
+        with on_lake(spark, lake):
+            return cli(spark, *argv["ingest"][:-2])  # the test session's own master, not local[1]
+
+    with ThreadPoolExecutor(1) as here:
+        ingested = here.submit(ingest_here)
+        lock = _lock_file(lake, audit_id)
+        audit = procs["audit"]
+        while not (lock.is_file() and lock.read_text().startswith(f"pid {audit.pid}")):
+            assert audit.poll() is None, finish(audit).err[-2000:]
+            time.sleep(0.2)
+        twin = finish(spawn(*argv["audit"]))
+        assert twin.code == 1
+        assert twin.last.startswith(f"lbreplay: run id '{audit_id}' is being written by another lbreplay process")
+        assert twin.err.count("\n") == 1
+        with ThreadPoolExecutor(len(procs)) as pool:
+            results = dict(zip(procs, pool.map(finish, procs.values())))
+        results["ingest"] = ingested.result()
+    return results
+
+
+def test_kill_9_then_rerun_together_leaves_the_undisturbed_result(spark: Any, tiny: dict[str, Any]) -> None:
     lake = tiny["lake"]
-    if "sweep_ref" not in tiny:
-        pytest.skip("needs the parallel-commands test's sweep as reference")
-    rng = random.Random(20261125)
-    killed = 0
-    ref_visible = _visible(spark, lake, "solo")
+    rng = random.Random(20261126)
+    landed: list[tuple[str, int, float]] = []
+    ref_visible = _visible(spark, lake, "ref-01")
     for i in range(CRASH_POINTS):
-        rid, prefix = f"crash-replay-{i}", f"crash-sweep-{i}"
-        argv = {"ingest": _ingest(lake, f"ing-crash-{i}"), "baseline": _replay(lake, rid),
-                "sweep": _sweep(lake, tiny["grid"], prefix)}
-        # the three commands run together, as in the parallel-commands test whose durations place the kills
-        at = {name: rng.uniform(0.05, 0.95) * tiny["durations"][name] for name in argv}
+        argv = _commands(lake, tiny["grid"], i)
+        audit_id, sweep_ids = f"crash-audit-{i}", [f"crash-sweep-{i}-01", f"crash-sweep-{i}-02"]
+        # k-th progress line, then a delay: long from the start (Spark's start-up), short after a phase began
+        plan = {}
+        for name in argv:
+            phase = rng.randrange(len(PHASES[name]) + 1)
+            plan[name] = (phase, rng.uniform(0.0, 20.0 if phase == 0 else 2.5))
+        if i == 0:  # the killed audit and sweep prepare the tick stream from scratch
+            shutil.rmtree(Path(lake) / "_replay_cache", ignore_errors=True)
         with ThreadPoolExecutor(len(argv)) as pool:
-            killed += sum(pool.map(_kill_at, argv.values(), [at[name] for name in argv]))
-        rows = runs_rows(spark, lake, rid)
-        if rows:  # killed after the runs row: then the run is complete
-            assert [r["status"] for r in rows] == ["succeeded"] and run_id_content(spark, lake, rid) == tiny["solo"]
-            assert _visible(spark, lake, rid) == ref_visible
-        else:
-            assert _visible(spark, lake, rid) == {v: 0 for v in ref_visible}, f"orphan rows visible @{at}"
-        for p in ("01", "02"):
-            assert [r["status"] for r in runs_rows(spark, lake, f"{prefix}-{p}")] in ([], ["succeeded"])
-        # the same commands again
-        results = _finish_together({name: spawn(*args) for name, args in argv.items()})
-        for res, _ in results.values():
-            _ok(res)
-        assert _input_content(spark, lake, f"ing-crash-{i}") == _input_content(spark, lake, "ing-ref"), f"ingest @{at}"
-        assert run_id_content(spark, lake, rid) == tiny["solo"], f"replay killed @{at}"
-        assert [r["status"] for r in runs_rows(spark, lake, rid)] == ["succeeded"]
-        assert _visible(spark, lake, rid) == ref_visible
-        for p in ("01", "02"):
-            assert run_id_content(spark, lake, f"{prefix}-{p}") == tiny["sweep_ref"][p], f"sweep killed @{at}"
-            assert [r["status"] for r in runs_rows(spark, lake, f"{prefix}-{p}")] == ["succeeded"]
-    assert killed >= 1  # at least one kill landed while the command ran (the schedule spans its duration)
+            kills = dict(zip(argv, pool.map(_kill_at, argv.values(), [PHASES[n] for n in argv],
+                                            *zip(*(plan[n] for n in argv)))))
+        landed += [(name, *plan[name]) for name, (alive, _) in kills.items() if alive]
+        # between the kill and the re-run: a run is succeeded and complete, or absent from the views
+        for rid, ref in ((audit_id, "audit-2"), (sweep_ids[0], "ref-01"), (sweep_ids[1], "ref-02")):
+            rows = runs_rows(spark, lake, rid)
+            if rows:  # killed after the runs row: then the run is complete
+                assert [r["status"] for r in rows] == ["succeeded"], (rid, plan)
+                assert run_id_content(spark, lake, rid) == tiny[ref], (rid, plan)
+            else:
+                assert _visible(spark, lake, rid) == {v: 0 for v in ref_visible}, f"orphan rows of {rid} @{plan}"
+        if i == 0:  # and the re-run starts on a cold cache again: both prepare it concurrently
+            shutil.rmtree(Path(lake) / "_replay_cache", ignore_errors=True)
+        results = _rerun_together(spark, lake, argv, audit_id)
+        for name, res in results.items():
+            assert res.code == 0, (name, plan, res.err[-3000:])
+            # Spark's start-up chatter is off by default (conf/spark/log4j2.properties): no log4j lines on stderr
+            chatter = [ln for ln in res.err.splitlines() if " WARN " in ln or "log4j" in ln or " INFO " in ln]
+            assert chatter == [], (name, chatter[:5])
+        assert results["sweep"].out.split() == sweep_ids
+        assert _input_content(spark, lake, f"ing-crash-{i}") == _input_content(spark, lake, "ing-ref"), plan
+        # local[1] (1 tick slice, 8 shuffle partitions) equals local[2] (2 slices, 2 shuffle partitions)
+        assert run_id_content(spark, lake, audit_id) == tiny["audit-2"], plan
+        assert run_id_content(spark, lake, sweep_ids[0]) == tiny["ref-01"], plan
+        assert run_id_content(spark, lake, sweep_ids[1]) == tiny["ref-02"], plan
+        for rid in (audit_id, *sweep_ids):
+            assert [r["status"] for r in runs_rows(spark, lake, rid)] == ["succeeded"], (rid, plan)
+        assert _visible(spark, lake, audit_id) == _visible(spark, lake, "audit-2")
+    print(f"kill -9 landed while running: {landed}")
+    assert landed  # at least one kill fell while its command ran
+    with on_lake(spark, lake):
+        query = cli(spark, "sql", "SELECT r.run_id, r.status, "
+                    "(SELECT count(*) FROM lbreplay.strategy_comparison c WHERE c.run_id = r.run_id) AS compared, "
+                    "(SELECT count(*) > 0 FROM lbreplay.validation_runs v WHERE v.cluster = 'a') AS validated "
+                    "FROM lbreplay.runs r WHERE r.run_id = 'crash-sweep-0-02'", "--format", "csv", "--lake", lake)
+    assert query.out.splitlines() == ["run_id,status,compared,validated", "crash-sweep-0-02,succeeded,1,true"]
 
 
-def test_same_decisions_whatever_the_execution_shape(spark: Any, tiny: dict[str, Any]) -> None:
+def test_same_decisions_whatever_the_shuffle_partitions(spark: Any, tiny: dict[str, Any]) -> None:
+    """The CLI's sessions use 8 shuffle partitions and the test session 2: the driver function itself with 5."""
+    from lbreplay.replay.run_config import resolve_run_config
+    from lbreplay.replay.spark_replay import execute
+
     lake = tiny["lake"]
-    audit = [*BASE, "--mode", "observed", "--seed", "7"]
-    one = spawn("replay", "--cluster", "a", *audit, "--run-id", "shape-1", "--lake", lake, *LOCAL1)
     partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    sets = BASE[1::2]
+    what_if = resolve_run_config(None, None, sets)
+    observed = resolve_run_config(None, None, [*sets, "replay.mode=observed"])
     try:
         with on_lake(spark, lake):
-            _ok(cli(spark, "replay", "--cluster", "a", *audit, "--run-id", "shape-2", "--lake", lake, "--quiet"))
-            # the CLI's session defaults set 8 shuffle partitions: the driver function itself runs with 5
-            from lbreplay.replay.run_config import resolve_run_config
-            from lbreplay.replay.spark_replay import execute
-
-            sets = BASE[1::2]
-            what_if = resolve_run_config(None, None, sets)
-            observed = resolve_run_config(None, None, [*sets, "replay.mode=observed"])
             spark.conf.set("spark.sql.shuffle.partitions", "5")
             execute(spark, lake, "a", [what_if], run_ids=["shape-cl"], quiet=True)
             execute(spark, lake, "a", [observed], run_ids=["shape-p5"], seed=7, quiet=True)
             assert spark.conf.get("spark.sql.shuffle.partitions") == "5"
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", partitions)
-    _ok(finish(one))
-    ref = run_id_content(spark, lake, "shape-1")  # 1 slice, 8 shuffle partitions
-    assert run_id_content(spark, lake, "shape-2") == ref  # 2 slices
-    assert run_id_content(spark, lake, "shape-p5") == ref  # 2 slices, 5 shuffle partitions
-    assert run_id_content(spark, lake, "shape-cl") == tiny["solo"]  # what-if: 5 vs 8 shuffle partitions
+    assert run_id_content(spark, lake, "shape-p5") == tiny["audit-2"]
+    assert run_id_content(spark, lake, "shape-cl") == tiny["ref-01"]

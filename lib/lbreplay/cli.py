@@ -50,11 +50,12 @@ def ingest(
     until: Optional[str] = typer.Option(None, "--until", help=f"Only snapshots before this time ({_TS})."),
     lake: str = LakeOpt,
     master: Optional[str] = MasterOpt,
+    quiet: bool = QuietOpt,
 ) -> None:
     """Load real Pulsar dumps (LocalBrokerData, BundleData, TimeAverageBrokerData, BrokerLoadData, TopBundlesLoadData)."""
     from lbreplay.lake.ingest import ingest_command
 
-    ingest_command(source=source, cluster=cluster, lake=lake, master=master, since=since, until=until)
+    ingest_command(source=source, cluster=cluster, lake=lake, master=master, since=since, until=until, quiet=quiet)
 
 
 @app.command()
@@ -89,11 +90,12 @@ def validate(
     cluster: Optional[str] = typer.Option(None, "--cluster", help="Only this cluster (default: all)."),
     lake: str = LakeOpt,
     master: Optional[str] = MasterOpt,
+    quiet: bool = QuietOpt,
 ) -> None:
     """Run the Great Expectations suites on the input tables; exit 3 on failure."""
     from lbreplay.lake.validation import validate_command
 
-    validate_command(cluster=cluster, lake=lake, master=master)
+    validate_command(cluster=cluster, lake=lake, master=master, quiet=quiet)
 
 
 @app.command()

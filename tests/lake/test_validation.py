@@ -197,6 +197,14 @@ def test_corrupted_copy_exits_3_naming_each_rule(spark, lake, tmp_path: Path, mo
     }
     with pytest.raises(InvalidInputError, match="bundle_load: failed validation"):
         val.require_validated(spark, lake, "val_bad")
+    # validating again in the same session reuses its Great Expectations context (new asset and suite names per
+    # run) and finds the same failures
+    gx = val._GX.of(spark)
+    runs_before = gx.runs
+    assert _cli(monkeypatch, spark, "validate", "--cluster", "val_bad", *lake_args) == 3
+    again = {m.groups() for m in map(LINE.match, capsys.readouterr().err.splitlines()) if m}
+    assert again == lines
+    assert val._GX.of(spark) is gx and gx.runs == runs_before + 2  # broker_load's and bundle_load's suites
 
 
 def test_generator_style_tables(spark, lake) -> None:

@@ -62,6 +62,9 @@ the lake untouched.
 from __future__ import annotations
 
 import re
+import sys
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +73,7 @@ from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 from lbreplay.errors import InvalidInputError, UsageError
 from lbreplay.lake.dump_rows import INGEST_TABLES, DumpRows, parse_file
 from lbreplay.lake.dump_tree import BROKER_LOAD_DATA, TOP_BUNDLES_KIND, dump_files
+from lbreplay.lake.storage import run_concurrently
 from lbreplay.lake.tables import Table, ensure_table, replace_partitions, table_location
 from lbreplay.lake.window import TimeWindow, window_from_flags
 from lbreplay.spark import get_spark, lake_path
@@ -135,34 +139,48 @@ def rows_frame(spark: SparkSession, table: Table, rows: list[dict[str, Any]]) ->
     return spark.createDataFrame([tuple(r.get(c.name) for c in cols) for r in rows], schema)
 
 
-def ingest(spark: SparkSession, lake: str, source: str | Path, cluster: str, window: TimeWindow | None = None) -> DumpRows:
-    """Read the dumps under ``source`` and replace ``cluster``'s rows in every ingest table (one commit each);
-    with ``window``, only the snapshots and the rows in it."""
+def ingest(spark: SparkSession, lake: str, source: str | Path, cluster: str, window: TimeWindow | None = None,
+           progress: Callable[[str], None] | None = None) -> DumpRows:
+    """Read the dumps under ``source`` and replace ``cluster``'s rows in every ingest table (one commit each; the
+    tables are written concurrently); with ``window``, only the snapshots and the rows in it. ``progress`` gets a
+    line after the dumps are read and after each table's commit."""
+    say = progress or (lambda _line: None)
     dump = read_dumps(source, cluster)
     where = f"cluster = '{cluster}'"
     if window is not None:
         dump = in_window(dump, window, source)
         where = f"{where} AND {window.predicate()}"
-    for table in INGEST_TABLES:
+    say(f"read {dump.files} files ({dump.ticks} ticks) under {source}; writing {len(INGEST_TABLES)} tables")
+
+    def replace(table: Table) -> None:
         rows = dump.rows[table.name]
         if not rows:  # only clear old rows (no empty commit, so other clusters' validations stay on the fast path)
             ensure_table(spark, lake, table)
             if not spark.read.format("delta").load(table_location(lake, table.name)).where(where).limit(1).count():
-                continue
+                say(f"{table.name}: no rows")
+                return
         if any(c.name == "ts" for c in table.columns):  # time-ordered files: the replay task streams them in order
             rows = sorted(rows, key=lambda r: r["ts"])  # stable: a snapshot keeps its rows' order
         replace_partitions(spark, lake, table, rows_frame(spark, table, rows), where)
+        say(f"{table.name}: {len(rows)} rows committed")
+
+    run_concurrently(*(partial(replace, table) for table in INGEST_TABLES))
     return dump
 
 
+def _progress(line: str) -> None:
+    print(f"ingest: {line}", file=sys.stderr, flush=True)
+
+
 def ingest_command(source: str | Path, cluster: str, lake: str, master: str | None = None,
-                   since: str | None = None, until: str | None = None) -> None:
-    """CLI ``lbreplay ingest --source DIR --cluster NAME [--since TS] [--until TS]``: ingest, print what was loaded."""
+                   since: str | None = None, until: str | None = None, quiet: bool = False) -> None:
+    """CLI ``lbreplay ingest --source DIR --cluster NAME [--since TS] [--until TS]``: ingest, print what was loaded
+    (progress on stderr unless ``quiet``)."""
     check_cluster(cluster)
     window = window_from_flags(since, until, ("--since", "--until"))
     lake_abs = lake_path(lake)
     spark = get_spark(lake_abs, master=master)
-    dump = ingest(spark, lake_abs, source, cluster, window)
+    dump = ingest(spark, lake_abs, source, cluster, window, progress=None if quiet else _progress)
     kinds = ", ".join(f"{k}={n}" for k, n in dump.reports.items() if n)
     tables = ", ".join(f"{t.name}={len(dump.rows[t.name])}" for t in INGEST_TABLES)
     span = f" in {window.describe()} ({dump.outside} rows outside skipped)" if window else ""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import logging
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import reduce
@@ -171,7 +172,10 @@ def _empty_fingerprint() -> str:
 
 
 class _GX:
-    """An ephemeral GE context with one Spark datasource; one dataframe asset + suite per table."""
+    """An ephemeral GE context with one Spark datasource; a dataframe asset + suite per table and suite run. One per
+    Spark session (:meth:`of`): making it takes seconds, and every validation of the process reuses it."""
+
+    _by_session: dict[str, _GX] = {}
 
     def __init__(self) -> None:
         # Great Expectations takes seconds to import: only a validation run pays it, not the replays importing
@@ -194,12 +198,22 @@ class _GX:
             ),
         )
         self.source = self.ctx.data_sources.add_spark(name="lbreplay")
+        self.runs = 0
+
+    @classmethod
+    def of(cls, spark: SparkSession) -> _GX:
+        sc = spark.sparkContext
+        key = f"{sc.applicationId}@{sc.startTime}"  # a stopped session's successor gets a context of its own
+        if key not in cls._by_session:
+            cls._by_session[key] = cls()
+        return cls._by_session[key]
 
     def run(self, name: str, df: DataFrame, rules: tuple[Rule, ...]) -> list[tuple[bool, int, str | None]]:
         """Validate ``df`` with ``rules``: (success, unexpected count, error) per rule, in order.
 
         A cheap BOOLEAN_ONLY pass decides success; a BASIC pass over the failed expectations only gets counts."""
-        asset = self.source.add_dataframe_asset(name=name)
+        self.runs += 1  # names unique within the context
+        asset = self.source.add_dataframe_asset(name=f"{name}_{self.runs}")
         batch = asset.add_batch_definition_whole_dataframe("all").get_batch(batch_parameters={"dataframe": df})
         out: list[tuple[bool, int, str | None]] = [(True, 0, None)] * len(rules)
         indices = list(range(len(rules)))
@@ -208,7 +222,8 @@ class _GX:
             if not indices:
                 break
             suite = self.ctx.suites.add(
-                self.gx.ExpectationSuite(name=f"{name}_{rnd}", expectations=[rules[i].expectation(i) for i in indices])
+                self.gx.ExpectationSuite(name=f"{name}_{self.runs}_{rnd}",
+                                         expectations=[rules[i].expectation(i) for i in indices])
             )
             result = batch.validate(suite, result_format=fmt)
             failed = []
@@ -337,7 +352,7 @@ class _SuiteRuns:
         df = scan.flagged.where(scan.any_failing).persist(StorageLevel.MEMORY_AND_DISK)
         self.cached.append(df)
         if self.gx is None:
-            self.gx = _GX()
+            self.gx = _GX.of(self.ctx.spark)
         for rule, (success, count, error) in zip(rules, self.gx.run(table.name, df, rules)):
             res = RuleResult(table.name, rule.name, rule.label, rule.severity, success, count, error)
             self.results.append(res)
@@ -430,23 +445,35 @@ def _statuses(pinned: _Pinned, runs: _SuiteRuns,
     return statuses
 
 
-def validate(spark: SparkSession, lake: str, cluster: str | None = None) -> ValidationReport:
+def validate(spark: SparkSession, lake: str, cluster: str | None = None,
+             progress: Callable[[str], None] | None = None) -> ValidationReport:
     """Run every table's suite for ``cluster`` (default: every cluster in the lake), write the quarantine and the
-    ``validation_runs`` rows, and return the report. Raises InvalidInputError if there is nothing to validate."""
+    ``validation_runs`` rows, and return the report. Raises InvalidInputError if there is nothing to validate.
+    ``progress`` gets a line as each table's scan and each Great Expectations suite run ends."""
+    say = progress or (lambda _line: None)
     pinned = _pin(spark, lake, cluster)
     validated_at = datetime.now(timezone.utc)
     runs = _SuiteRuns(SuiteContext(spark, pinned.frames), validated_at)
     # the tables' scans are independent Spark actions: their fixed driver-side costs overlap
     names = [t for t in VALIDATED_TABLES if t.name in pinned.frames]
-    scans = dict(zip((t.name for t in names),
-                     run_concurrently(*[functools.partial(runs.scan, t, pinned.frames[t.name]) for t in names])))
-    for scan in scans.values():
-        pinned.prints.update(scan.prints)
+    say(f"scanning {len(names)} tables of {', '.join(pinned.clusters) or 'no cluster'}")
+
+    def scan(table: Table) -> _Scan:
+        done = runs.scan(table, pinned.frames[table.name])
+        rows = sum(n for n, _ in done.prints.values())
+        say(f"{table.name}: {rows} rows, {done.failing_rows} flagged by the rules' predicates")
+        return done
+
+    scans = dict(zip((t.name for t in names), run_concurrently(*[functools.partial(scan, t) for t in names])))
+    for done in scans.values():
+        pinned.prints.update(done.prints)
     if cluster is not None and not pinned.prints:
         raise InvalidInputError(f"cluster {cluster}: no input rows in {lake}")
     for table in VALIDATED_TABLES:
         if pinned.has_rows(table):
             runs.run(table, scans[table.name])
+            if scans[table.name].failing_rows:
+                say(f"{table.name}: Great Expectations suite run over its {scans[table.name].failing_rows} flagged rows")
     qsummary = _write_quarantine(spark, lake, pinned.clusters, runs.quarantine)
     runs.unpersist()
     statuses = _statuses(pinned, runs, qsummary)
@@ -460,11 +487,16 @@ def validate(spark: SparkSession, lake: str, cluster: str | None = None) -> Vali
     return ValidationReport(pinned.clusters, runs.results, statuses)
 
 
-def validate_command(cluster: str | None, lake: str, master: str | None = None) -> None:
-    """CLI ``lbreplay validate [--cluster NAME]``: print the outcome; exit 3 (InvalidInputError) on failure."""
+def _progress(line: str) -> None:
+    print(f"validate: {line}", file=sys.stderr, flush=True)
+
+
+def validate_command(cluster: str | None, lake: str, master: str | None = None, quiet: bool = False) -> None:
+    """CLI ``lbreplay validate [--cluster NAME]``: print the outcome; exit 3 (InvalidInputError) on failure.
+    Progress on stderr unless ``quiet``."""
     lake_abs = lake_path(lake)
     spark = get_spark(lake_abs, master=master)
-    report = validate(spark, lake_abs, cluster)
+    report = validate(spark, lake_abs, cluster, progress=None if quiet else _progress)
     details = report.details()
     if details:
         print("\n".join(details), file=sys.stderr)
