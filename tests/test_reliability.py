@@ -104,11 +104,11 @@ def _input_content(spark: Any, lake: str, cluster: str) -> dict[str, list[str]]:
     return out
 
 
-def _kill_at(argv: list[str], markers: list[str], phase: int, delay: float) -> tuple[bool, Outcome]:
+def _kill_at(argv: list[str], markers: list[str], phase: int, delay: float) -> tuple[bool, bool, Outcome]:
     """Start ``lbreplay argv``; after its ``phase``-th progress line (``markers``) and ``delay`` seconds more,
-    SIGKILL its process group. True when it was still running then."""
+    SIGKILL its process group. (still running then, its phase-th progress line was seen, the outcome)."""
     proc = spawn(*argv)
-    reached = threading.Event()
+    reached, on_schedule = threading.Event(), threading.Event()
     err: list[str] = []
 
     def read() -> None:
@@ -119,10 +119,12 @@ def _kill_at(argv: list[str], markers: list[str], phase: int, delay: float) -> t
             if seen < phase and re.search(markers[seen], line):
                 seen += 1
             if seen >= phase:
+                on_schedule.set()
                 reached.set()
         reached.set()  # end of stderr: the process is ending
 
     if phase == 0:
+        on_schedule.set()
         reached.set()
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
@@ -136,7 +138,7 @@ def _kill_at(argv: list[str], markers: list[str], phase: int, delay: float) -> t
     out = proc.stdout.read() if proc.stdout is not None else ""
     proc.wait(timeout=120)
     reader.join(timeout=30)
-    return alive, Outcome(proc.returncode, out, "".join(err))
+    return alive, on_schedule.is_set(), Outcome(proc.returncode, out, "".join(err))
 
 
 def _visible(spark: Any, lake: str, run_id: str) -> dict[str, int]:
@@ -196,7 +198,9 @@ def test_kill_9_then_rerun_together_leaves_the_undisturbed_result(spark: Any, ti
         with ThreadPoolExecutor(len(argv)) as pool:
             kills = dict(zip(argv, pool.map(_kill_at, argv.values(), [PHASES[n] for n in argv],
                                             *zip(*(plan[n] for n in argv)))))
-        landed += [(name, *plan[name]) for name, (alive, _) in kills.items() if alive]
+        # every command printed the progress line its kill point waits for (else the schedule is stale)
+        assert all(seen for _, seen, _ in kills.values()), {n: k[2].err[-2000:] for n, k in kills.items() if not k[1]}
+        landed += [(name, *plan[name]) for name, (alive, _, _) in kills.items() if alive]
         # between the kill and the re-run: a run is succeeded and complete, or absent from the views
         for rid, ref in ((audit_id, "audit-2"), (sweep_ids[0], "ref-01"), (sweep_ids[1], "ref-02")):
             rows = runs_rows(spark, lake, rid)
