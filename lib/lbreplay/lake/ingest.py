@@ -62,7 +62,6 @@ the lake untouched.
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -76,6 +75,7 @@ from lbreplay.lake.dump_tree import BROKER_LOAD_DATA, TOP_BUNDLES_KIND, dump_fil
 from lbreplay.lake.storage import run_concurrently
 from lbreplay.lake.tables import Table, ensure_table, replace_partitions, table_location
 from lbreplay.lake.window import TimeWindow, window_from_flags
+from lbreplay.progress import Progress
 from lbreplay.spark import get_spark, lake_path
 
 if TYPE_CHECKING:
@@ -168,10 +168,6 @@ def ingest(spark: SparkSession, lake: str, source: str | Path, cluster: str, win
     return dump
 
 
-def _progress(line: str) -> None:
-    print(f"ingest: {line}", file=sys.stderr, flush=True)
-
-
 def ingest_command(source: str | Path, cluster: str, lake: str, master: str | None = None,
                    since: str | None = None, until: str | None = None, quiet: bool = False) -> None:
     """CLI ``lbreplay ingest --source DIR --cluster NAME [--since TS] [--until TS]``: ingest, print what was loaded
@@ -180,7 +176,8 @@ def ingest_command(source: str | Path, cluster: str, lake: str, master: str | No
     window = window_from_flags(since, until, ("--since", "--until"))
     lake_abs = lake_path(lake)
     spark = get_spark(lake_abs, master=master)
-    dump = ingest(spark, lake_abs, source, cluster, window, progress=None if quiet else _progress)
+    shown = Progress("ingest", len(INGEST_TABLES), "tables", quiet=quiet)  # its log() is safe from the writer threads
+    dump = ingest(spark, lake_abs, source, cluster, window, progress=lambda line: shown.log(f"ingest: {line}"))
     kinds = ", ".join(f"{k}={n}" for k, n in dump.reports.items() if n)
     tables = ", ".join(f"{t.name}={len(dump.rows[t.name])}" for t in INGEST_TABLES)
     span = f" in {window.describe()} ({dump.outside} rows outside skipped)" if window else ""

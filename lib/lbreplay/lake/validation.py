@@ -33,6 +33,7 @@ from lbreplay.lake.expectations import SUITES, VALIDATED_TABLES, Rule, SuiteCont
 from lbreplay.lake.ingest import check_cluster, rows_frame
 from lbreplay.lake.storage import run_concurrently
 from lbreplay.lake.tables import QUARANTINE, Table, conform, ensure_table, replace_partitions, table_location
+from lbreplay.progress import Progress
 from lbreplay.spark import get_spark, lake_path
 
 if TYPE_CHECKING:
@@ -339,16 +340,16 @@ class _SuiteRuns:
         prints = {(table.name, r["cluster"]): (int(r["n"]), f"{r['n']}:{r['h']}") for r in agg}
         return _Scan(df, any_failing, prints, sum(int(r["failing"]) for r in agg))
 
-    def run(self, table: Table, scan: _Scan) -> None:
+    def run(self, table: Table, scan: _Scan) -> bool:
         """The table's Great Expectations suite over the rows some rule's predicate flags: every expectation's
         unexpected rows are among them, so GE's verdicts and counts are those of the whole table, without a pass over
         it per expectation. A table no predicate flags passes every rule without a GE run (over zero rows every
-        expectation succeeds)."""
+        expectation succeeds). True when the suite ran."""
         rules = SUITES[table.name]
         if not scan.failing_rows:
             # no row is flagged: GE would validate zero rows, where every expectation of the suites succeeds
             self.results.extend(RuleResult(table.name, r.name, r.label, r.severity, True, 0) for r in rules)
-            return
+            return False
         df = scan.flagged.where(scan.any_failing).persist(StorageLevel.MEMORY_AND_DISK)
         self.cached.append(df)
         if self.gx is None:
@@ -358,6 +359,7 @@ class _SuiteRuns:
             self.results.append(res)
             if not success:
                 self.failed(table, rule, res, df.where(rule.failing()))
+        return True
 
     def failed(self, table: Table, rule: Rule, res: RuleResult, bad: DataFrame) -> None:
         """Samples of the failing rows; their clusters warned (a warning) or the rows quarantined (an error)."""
@@ -471,8 +473,7 @@ def validate(spark: SparkSession, lake: str, cluster: str | None = None,
         raise InvalidInputError(f"cluster {cluster}: no input rows in {lake}")
     for table in VALIDATED_TABLES:
         if pinned.has_rows(table):
-            runs.run(table, scans[table.name])
-            if scans[table.name].failing_rows:
+            if runs.run(table, scans[table.name]):
                 say(f"{table.name}: Great Expectations suite run over its {scans[table.name].failing_rows} flagged rows")
     qsummary = _write_quarantine(spark, lake, pinned.clusters, runs.quarantine)
     runs.unpersist()
@@ -487,16 +488,13 @@ def validate(spark: SparkSession, lake: str, cluster: str | None = None,
     return ValidationReport(pinned.clusters, runs.results, statuses)
 
 
-def _progress(line: str) -> None:
-    print(f"validate: {line}", file=sys.stderr, flush=True)
-
-
 def validate_command(cluster: str | None, lake: str, master: str | None = None, quiet: bool = False) -> None:
     """CLI ``lbreplay validate [--cluster NAME]``: print the outcome; exit 3 (InvalidInputError) on failure.
     Progress on stderr unless ``quiet``."""
     lake_abs = lake_path(lake)
     spark = get_spark(lake_abs, master=master)
-    report = validate(spark, lake_abs, cluster, progress=None if quiet else _progress)
+    shown = Progress("validate", len(VALIDATED_TABLES), "tables", quiet=quiet)  # its log() is safe from the scan threads
+    report = validate(spark, lake_abs, cluster, progress=lambda line: shown.log(f"validate: {line}"))
     details = report.details()
     if details:
         print("\n".join(details), file=sys.stderr)
