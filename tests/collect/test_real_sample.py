@@ -182,3 +182,89 @@ def test_replay_engine_on_report_versions_makes_the_leaders_splits_and_nothing_e
     leader = [d for d in leader_decisions(SAMPLE) if d.action in ("SPLIT", "UNLOAD")]
     assert [(d.action, d.bundle, d.source_broker) for d in decisions] == [(d.action, d.bundle, d.source) for d in leader]
     assert all(0 <= d.at_ms - a.ts_ms < 500 for d, a in zip(leader, decisions))
+
+
+def _stored_bundle_data() -> Any:
+    """The recording's /loadbalance/bundle-data versions as ingest reads them."""
+    import numpy as np
+    from lbreplay.lake.ingest import read_dumps
+    from lbreplay.replay.stored_bundle_data import STORED_COLUMNS, StoredBundleData
+
+    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    rows = [{**r, "ts_ms": (r["ts"] - epoch) // timedelta(milliseconds=1)}
+            for r in read_dumps(SAMPLE, "real").rows["bundle_data"]]
+    return StoredBundleData.from_columns({c: np.array([r[c] for r in rows], dtype=object if c == "bundle" else None)
+                                          for c in STORED_COLUMNS})
+
+
+def _engine_decisions(start_ms: int, stored: Any) -> list[tuple[str, str, str | None, int]]:
+    """The audit's engine over the recorded versions written from ``start_ms`` on (a ``--from`` window)."""
+    import numpy as np
+    from lbreplay.collect.leader_view import recorded_versions
+    from lbreplay.kernel.config import parse_broker_conf, typed_overrides
+    from lbreplay.replay.engine import Replay
+    from lbreplay.replay.load_model import CpuCalibration
+    from lbreplay.replay.records import RunSpec, StaticInputs
+    from lbreplay.replay.tick_stream import held_reports
+
+    conf = typed_overrides(parse_broker_conf((SAMPLE / "broker.conf").read_text(encoding="utf-8")), path="broker.conf")
+    brokers = recorded_versions(SAMPLE, "brokers")
+    ids = sorted(brokers)
+    ticks = [t for t in _version_ticks(brokers, ids) if t.ts_ms >= start_ms]
+    static = StaticInputs(ids, ["lb/hot"], CpuCalibration(np.zeros(len(ids)), np.zeros(len(ids))),
+                          stored_bundle_data=stored)
+    replay = Replay(RunSpec("real", "real", "observed", conf), static)
+    hold = (int(replay.conf["loadBalancerReportUpdateMaxIntervalMinutes"]) + 1) * 60_000
+    return [(d.action, d.bundle, d.source_broker, obs.ts_ms) for obs in held_reports(iter(ticks), len(ids), hold)
+            for d in replay.step(obs).decisions]
+
+
+WINDOW_FROM = "2026-11-25T20:41:00Z"  # after the recording's first split, before the leader's first BundleData write
+
+
+def _ms(iso: str) -> int:
+    return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+def test_a_windowed_audit_reads_the_stored_bundle_data_as_the_leader_does() -> None:
+    """ModularLoadManagerImpl.updateBundleData -> getBundleDataOrDefaultAsync: a bundle the leader holds no
+    BundleData for starts from its stored /loadbalance/bundle-data version, where there is one. An audit from
+    20:41 starts without the in-memory history of the first two minutes: with the recorded versions the engine
+    splits lb/hot/0xe0000000_0xf0000000 at the report write the leader split it after (20:42:24); starting from
+    default data instead, its long-term rate crosses the limit at an earlier write (20:42:19), which the leader
+    never acted on. The full recording is unchanged by the store (nothing was stored when the leader met each
+    bundle)."""
+    stored = _stored_bundle_data()
+    assert len(stored) > 200
+    start = _ms(WINDOW_FROM)
+    leader = [(d.action, d.bundle, d.source) for d in leader_decisions(SAMPLE) if d.at_ms >= start]
+    at = {d.bundle: d.at_ms for d in leader_decisions(SAMPLE)}
+    seeded = _engine_decisions(start, stored)
+    assert [(a, b, s) for a, b, s, _ in seeded] == leader and len(leader) == 3
+    assert all(0 <= at[b] - t < 500 for _, b, _, t in seeded)  # the write that triggered the leader's split
+    fresh = _engine_decisions(start, None)
+    early = [t for _, b, _, t in fresh if b == "lb/hot/0xe0000000_0xf0000000"]
+    assert early and at["lb/hot/0xe0000000_0xf0000000"] - early[0] >= 4_000  # a write ~5 s before the leader's
+    assert _engine_decisions(0, stored) == _engine_decisions(0, None)
+
+
+@pytest.mark.spark
+def test_windowed_spark_audit_reproduces_the_leaders_decisions_in_its_window(spark, lake: str) -> None:
+    """The same through ``ingest`` -> ``validate`` -> ``replay --mode observed --from 20:41``: the tick stream carries
+    the recorded BundleData versions (those before the window included) to the task, and the audit makes the
+    leader's 3 decisions of the window at the same report writes."""
+    from lbreplay.collect.audit_check import audit_decisions
+    from lbreplay.lake.ingest import ingest
+    from lbreplay.lake.validation import validate
+    from lbreplay.replay.spark_replay import replay_command
+
+    cluster = "real-window"
+    ingest(spark, lake, SAMPLE, cluster)
+    assert validate(spark, lake, cluster).passed
+    replay_command(cluster, None, str(SAMPLE / "broker.conf"), [], "observed", "real-window-audit", None, lake, None,
+                   True, window=(WINDOW_FROM, None))
+    audit = audit_decisions(spark, lake, "real-window-audit")
+    start = _ms(WINDOW_FROM)
+    leader = [d for d in leader_decisions(SAMPLE) if d.at_ms >= start]
+    assert [(d.action, d.bundle, d.source) for d in audit] == [(d.action, d.bundle, d.source) for d in leader]
+    assert all(0 <= d.at_ms - a.at_ms < 500 for d, a in zip(leader, audit))

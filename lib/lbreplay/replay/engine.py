@@ -38,6 +38,7 @@ from lbreplay.replay.records import (
     TickResult,
 )
 from lbreplay.replay.ring_load import IntervalLoad, PointLoad, bundle_span
+from lbreplay.replay.stored_bundle_data import BundleDataStore
 
 __all__ = [
     "BrokerTick", "Decision", "Layout", "ObservedTick", "OwnershipInterval", "Replay", "RunSpec", "StaticInputs",
@@ -60,6 +61,8 @@ class Replay:
             self.leader = ExtensibleLeader(self.conf, static.broker_ids, static.policies, rng)
         else:
             self.leader = ModularLeader(self.conf, static.broker_ids, static.policies, rng)
+            if static.stored_bundle_data is not None and len(static.stored_bundle_data):
+                self.leader.store = BundleDataStore(static.stored_bundle_data, what_if=self.closed_loop)
         self.ownership = Ownership(static.broker_ids, static.namespaces)
         nb = len(static.broker_ids)
         self.last_usage = np.zeros((nb, 5))

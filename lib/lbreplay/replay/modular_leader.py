@@ -25,6 +25,7 @@ from lbreplay.kernel.policies import NamespacePolicies
 from lbreplay.kernel.version_profile import profile_for
 from lbreplay.replay.ownership import Layout, Ownership
 from lbreplay.replay.records import RATE_IN, RATE_OUT, SESSIONS, THR_IN, THR_OUT, TOPICS, Decision, LoadView
+from lbreplay.replay.stored_bundle_data import BundleDataStore
 
 SPLIT_TASK = "BundleSplitterTask"
 
@@ -56,6 +57,7 @@ class ModularLeader:
         self.quota_task = LeaderTask()
         self._active: frozenset[str] | None = None  # the brokers of the last cleanupDeadBrokersData
         self._split_done: set[str] = set()  # audit of report versions: bundles split (a retry is refused: it is gone)
+        self.store: BundleDataStore | None = None  # the recorded BundleData (getBundleDataOrDefaultAsync), if any
 
     # ---------------------------------------------------------------- the cycle
     def tick(self, view: LoadView, ownership: Ownership) -> list[Decision]:
@@ -70,6 +72,12 @@ class ModularLeader:
         if samples or active != self._active:  # updateAll (a report written, a broker came or went)
             self.manager.cleanup_dead_brokers_data(active)
             self._active = active
+        if self.store is not None:
+            self.store.start_tick(view.ts_ms)
+            if samples:
+                sampled = np.unique(ld.membership.stats_bundle) if ld.membership is not None \
+                    else np.flatnonzero(ld.bundles.owner >= 0)
+                self.store.seed(ld.bundles, sampled, view.ts_ms)
         for _ in range(samples):
             update_bundle_data(ld)
         decisions: list[Decision] = []
@@ -88,6 +96,8 @@ class ModularLeader:
         pending = list(dict.fromkeys(to_assign + ownership.layout.unowned()))
         if pending and view.alive.any() and view.apply:
             decisions += self._assign(pending, view, ownership)
+        if self.store is not None and self.ld is not None:
+            self.store.note_held(self.ld.bundles, view.ts_ms)
         return decisions
 
     def score(self, weighted_max: np.ndarray, shedder_state: dict | None = None) -> np.ndarray:

@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 from lbreplay.errors import InvalidInputError, UsageError
 from lbreplay.lake import tables
 from lbreplay.lake.delta_log import delta_version
+from lbreplay.lake.dump_tables import BUNDLE_DATA
 from lbreplay.lake.storage import (
     path_exists,
     plain_parquet_files,
@@ -38,6 +39,7 @@ from lbreplay.lake.storage import (
 )
 from lbreplay.lake.window import TimeWindow
 from lbreplay.replay.load_model import CpuCalibration
+from lbreplay.replay.stored_bundle_data import STORED_COLUMNS
 from lbreplay.replay.stream_manifest import BROKER_COLUMNS, LOAD_COLUMNS, STREAM_FORMAT, StreamManifest
 
 if TYPE_CHECKING:
@@ -48,8 +50,9 @@ MAX_STREAM_FILES = 8
 
 # --------------------------------------------------------------------------------------------- inputs
 def input_versions(spark: SparkSession, lake: str, cluster: str) -> dict[str, int]:
-    """Current Delta version of each input table that exists (from the Delta log, no Spark job)."""
-    return {name: v for name, table in tables.INPUT_TABLES.items()
+    """Current Delta version of each input table that exists (from the Delta log, no Spark job), ``bundle_data``
+    included (the leader's stored BundleData, :mod:`~lbreplay.replay.stored_bundle_data`)."""
+    return {name: v for name, table in {**tables.INPUT_TABLES, BUNDLE_DATA.name: BUNDLE_DATA}.items()
             if (v := delta_version(spark, lake, table)) is not None}
 
 
@@ -124,6 +127,12 @@ def topic_rows(namespace_index: DataFrame) -> Callable[[DataFrame], DataFrame]:
         (F.col("namespace_index").cast("long") * F.lit(1 << 32) + F.crc32(F.col("topic"))).alias("ring_position"),
         *_loads(),
     )
+
+
+def stored_bundle_rows(bundle_data: DataFrame) -> DataFrame:
+    """The bundle_data part: each recorded BundleData version with its write time ``ts_ms``."""
+    return bundle_data.select("bundle", F.unix_millis(F.col("ts")).alias("ts_ms"),
+                              *[c for c in STORED_COLUMNS if c not in ("bundle", "ts_ms")])
 
 
 def sorted_by_tick(df: DataFrame) -> DataFrame:
@@ -212,14 +221,27 @@ def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, in
                 write_parquet(topic_load.transform(topic_rows(index)).transform(sorted_by_tick), f"{stream}/topics")
         return namespaces, files
 
-    (brokers, calib, versioned), (namespaces, files) = run_concurrently(broker_side, namespace_side)
+    (brokers, calib, versioned), (namespaces, files), stored = run_concurrently(
+        broker_side, namespace_side, lambda: write_stored_bundle_data(spark, lake, cluster, versions, window, stream))
     manifest = StreamManifest(brokers, namespaces, calib.cpu_base.tolist(), calib.cpu_per_msg.tolist(), has_topics,
-                              stream, versioned=versioned)
+                              stream, versioned=versioned, bundle_data=stored)
     if files is not None:
         manifest.topic_files = files
         manifest.topic_window_us = list(window.epoch_micros()) if window else [None, None]
     publish_text(spark, marker, manifest.to_json())
     return manifest.stream, manifest
+
+
+def write_stored_bundle_data(spark: SparkSession, lake: str, cluster: str, versions: dict[str, int],
+                             window: TimeWindow | None, stream: str) -> bool:
+    """The stream's bundle_data part: the recorded BundleData versions written before the window's end (those
+    before its start included: the leader finds them in the store at its first tick). False without the table."""
+    if BUNDLE_DATA.name not in versions:
+        return False
+    before_end = TimeWindow(None, window.end) if window is not None and window.end is not None else None
+    write_parquet(read_pinned(spark, lake, BUNDLE_DATA.name, versions, cluster, before_end)
+                  .transform(stored_bundle_rows).coalesce(1), f"{stream}/bundle_data")
+    return True
 
 
 def namespace_policies_json(spark: SparkSession, lake: str, cluster: str,

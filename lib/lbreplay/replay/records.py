@@ -13,6 +13,7 @@ import numpy as np
 
 from lbreplay.kernel.policies import NamespacePolicies
 from lbreplay.replay.load_model import CpuCalibration
+from lbreplay.replay.stored_bundle_data import StoredBundleData
 
 # Columns of the per-bundle load vectors: TimeAverageMessageData order, then sessions and topics.
 THR_IN, THR_OUT, RATE_IN, RATE_OUT, SESSIONS, TOPICS = range(6)
@@ -41,6 +42,7 @@ class StaticInputs:
     namespaces: list[str]  # sorted
     calibration: CpuCalibration
     policies: NamespacePolicies | None = None
+    stored_bundle_data: StoredBundleData | None = None  # the recorded /loadbalance/bundle-data versions
 
 
 @dataclass

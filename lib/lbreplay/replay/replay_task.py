@@ -17,7 +17,7 @@ from lbreplay.replay.metrics import RunMetrics
 from lbreplay.replay.payload import broker_tick_payloads, decision_payload, metric_payload, ownership_payload
 from lbreplay.replay.records import RunSpec, StaticInputs
 from lbreplay.replay.stream_manifest import StreamManifest
-from lbreplay.replay.tick_stream import ticks_from_stream
+from lbreplay.replay.tick_stream import stored_bundle_data, ticks_from_stream
 
 PROGRESS_EVERY_TICKS = 25
 ROWS_PER_BATCH = 20_000
@@ -99,7 +99,7 @@ def run_partition(manifest: StreamManifest, policies_json: dict[str, Any] | None
 
     def replay_specs(batches: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         static = StaticInputs(manifest.broker_ids, manifest.namespaces, manifest.calibration(),
-                              namespace_policies(policies_json))
+                              namespace_policies(policies_json), stored_bundle_data(manifest))
         for pdf in batches:
             for spec_json in pdf["spec"]:
                 for rows in replay_run(RunSpec(**json.loads(spec_json)), static, manifest, progress_dir):

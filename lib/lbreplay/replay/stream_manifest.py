@@ -11,7 +11,7 @@ import numpy as np
 from lbreplay.lake.tables import RESOURCES
 from lbreplay.replay.load_model import CpuCalibration
 
-STREAM_FORMAT = 9  # part of the cache key: bump when the stream's layout changes
+STREAM_FORMAT = 10  # part of the cache key: bump when the stream's layout changes
 BROKER_COLUMNS = ("broker_index", *(f"{r}_{k}" for r in RESOURCES for k in ("usage", "limit")), "last_update_ms")
 LOAD_COLUMNS = ("msg_throughput_in", "msg_throughput_out", "msg_rate_in", "msg_rate_out", "sessions")
 BUNDLE_COLUMNS = (*LOAD_COLUMNS, "topics")  # the bundle part's loads (the engine's load vector order)
@@ -32,6 +32,7 @@ class StreamManifest:
     topic_window_us: list[int | None] | None = None  # their [from, to) in epoch microseconds (null = open)
     # the broker part holds report versions (each tick: the reports written then), not the leader's snapshots
     versioned: bool = False
+    bundle_data: bool = False  # a bundle_data part: the recorded BundleData versions (the metadata store's)
 
     def calibration(self) -> CpuCalibration:
         return CpuCalibration(np.array(self.cpu_base), np.array(self.cpu_per_msg))

@@ -18,6 +18,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from lbreplay.replay.records import ObservedTick
+from lbreplay.replay.stored_bundle_data import STORED_COLUMNS, StoredBundleData
 from lbreplay.replay.stream_manifest import BUNDLE_COLUMNS, RESOURCES, TOPIC_COLUMNS, StreamManifest
 from lbreplay.replay.topic_files import ring_order, tick_runs, topic_ticks
 
@@ -99,6 +100,17 @@ def _broker_values(row: BrokerRow, name: str, dtype: Any = np.float64) -> np.nda
     if name in row[1] and row[1][name][row[2]].is_valid:
         v = row[1][name][row[2]].values
     return np.zeros(0, dtype=dtype) if v is None else v.to_numpy(zero_copy_only=False).astype(dtype)
+
+
+def stored_bundle_data(manifest: StreamManifest) -> StoredBundleData | None:
+    """The stream's ``bundle_data`` part (the recorded BundleData versions), if it has one."""
+    files = _part_files(f"{manifest.stream}/bundle_data") if manifest.bundle_data else []
+    if not files:
+        return None
+    table = pa.concat_tables(pq.read_table(f, columns=list(STORED_COLUMNS)) for f in files)
+    if table.num_rows == 0:
+        return None
+    return StoredBundleData.from_columns({c: table.column(c).to_numpy(zero_copy_only=False) for c in STORED_COLUMNS})
 
 
 def ticks_from_stream(manifest: StreamManifest, hold_ms: int | None = None) -> Iterator[ObservedTick]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import queue
@@ -58,6 +59,16 @@ def build_oracle(version: str, java_major: int = 17, extensible: bool = True) ->
     home = _java_home(java_major)
     if home:
         env["JAVA_HOME"] = home
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f"pulsar-{version}.lock", "w") as lock:  # one build per line at a time (several verifies)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _build_if_stale(version, java_major, extensible, env)
+    return f"{classes}{os.pathsep}{cp_file.read_text().strip()}", env
+
+
+def _build_if_stale(version: str, java_major: int, extensible: bool, env: dict[str, str]) -> None:
+    out = ORACLE_DIR / "target" / f"pulsar-{version}"
+    classes, cp_file = out / "classes", out / "classpath.txt"
     src_mtime = max(p.stat().st_mtime for p in (ORACLE_DIR / "src").rglob("*") if p.is_file())
     stale = not cp_file.exists() or not (classes / "lbreplay" / "oracle" / "Oracle.class").exists() or (
         (classes / "lbreplay" / "oracle" / "Oracle.class").stat().st_mtime < src_mtime
@@ -74,7 +85,6 @@ def build_oracle(version: str, java_major: int = 17, extensible: bool = True) ->
         if proc.returncode != 0:
             tail = " ".join((proc.stdout + proc.stderr).split()[-60:])
             raise OracleError(f"verify: building the oracle for Pulsar {version} failed: {tail}")
-    return f"{classes}{os.pathsep}{cp_file.read_text().strip()}", env
 
 
 class Oracle:
