@@ -248,23 +248,43 @@ def test_a_windowed_audit_reads_the_stored_bundle_data_as_the_leader_does() -> N
     assert _engine_decisions(0, stored) == _engine_decisions(0, None)
 
 
+WINDOW_LEAD_IN_FROM = "2026-11-25T20:42:00Z"  # between the leader's 2nd and 3rd split
+
+
 @pytest.mark.spark
-def test_windowed_spark_audit_reproduces_the_leaders_decisions_in_its_window(spark, lake: str) -> None:
-    """The same through ``ingest`` -> ``validate`` -> ``replay --mode observed --from 20:41``: the tick stream carries
-    the recorded BundleData versions (those before the window included) to the task, and the audit makes the
-    leader's 3 decisions of the window at the same report writes."""
+def test_windowed_spark_audit_starts_with_what_the_leader_held(spark, lake: str) -> None:
+    """``ingest`` -> ``validate`` -> ``replay --mode observed --from 20:42``: the window starts inside the recorded
+    versions, so the stream carries the 2 h before it (``LEAD_IN_MS``) and the audit replays them as warm-up: at
+    20:42 the leader holds every broker's latest report (some written before 20:42), its BundleData and the
+    splits it already made. The audit makes the leader's 2 decisions of the window at the same report writes
+    (starting at the window, it held only the reports written since, and missed the 20:42:24 split); ticks are
+    numbered from 0 at the window's first and only the window's are written."""
     from lbreplay.collect.audit_check import audit_decisions
     from lbreplay.lake.ingest import ingest
     from lbreplay.lake.validation import validate
-    from lbreplay.replay.spark_replay import replay_command
+    from lbreplay.lake.window import window_from_flags
+    from lbreplay.replay.run_config import resolve_run_config
+    from lbreplay.replay.spark_replay import execute
+    from pyspark.sql import functions as F
 
     cluster = "real-window"
     ingest(spark, lake, SAMPLE, cluster)
     assert validate(spark, lake, cluster).passed
-    replay_command(cluster, None, str(SAMPLE / "broker.conf"), [], "observed", "real-window-audit", None, lake, None,
-                   True, window=(WINDOW_FROM, None))
+    pulsar, options = resolve_run_config(None, str(SAMPLE / "broker.conf"), [])
+    execute(spark, lake, cluster, [(pulsar, {**options, "mode": "observed"}), (pulsar, {**options, "mode": "closed-loop"})],
+            run_ids=["real-window-audit", "real-window-what-if"], quiet=True,
+            window=window_from_flags(WINDOW_LEAD_IN_FROM, None))
     audit = audit_decisions(spark, lake, "real-window-audit")
-    start = _ms(WINDOW_FROM)
+    start = _ms(WINDOW_LEAD_IN_FROM)
     leader = [d for d in leader_decisions(SAMPLE) if d.at_ms >= start]
+    assert len(leader) == 2
     assert [(d.action, d.bundle, d.source) for d in audit] == [(d.action, d.bundle, d.source) for d in leader]
     assert all(0 <= d.at_ms - a.at_ms < 500 for d, a in zip(leader, audit))
+    versions = [r for r in read_dumps(SAMPLE, "real").rows["broker_load"] if r["ts"] >= datetime(2026, 11, 25, 20, 42,
+                                                                                               tzinfo=timezone.utc)]
+    for run_id in ("real-window-audit", "real-window-what-if"):  # a closed loop starts at the window, no warm-up
+        ticks = spark.read.format("delta").load(f"{lake}/broker_ticks").where(F.col("run_id") == run_id) \
+            .agg(F.min("tick"), F.min("ts")).first()
+        assert ticks[0] == 0 and ticks[1] >= datetime(2026, 11, 25, 20, 42)
+        runs = spark.read.format("delta").load(f"{lake}/runs").where(F.col("run_id") == run_id).first()
+        assert runs["ticks"] == len({r["ts"] for r in versions})  # the window's report versions, no lead-in tick

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import os
@@ -46,6 +47,10 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 MAX_STREAM_FILES = 8
+# A window inside a recorded cluster's history starts 2 h early (replayed as audit warm-up): every live broker's
+# held report (written at least every loadBalancerReportUpdateMaxIntervalMinutes, 15 by default) and 120 minutes
+# of strategy history (ThresholdShedder's EWMA keeps 0.9**120 = 3e-6 of its start, as AUDIT_WARMUP_TICKS).
+LEAD_IN_MS = 120 * 60_000
 
 
 # --------------------------------------------------------------------------------------------- inputs
@@ -179,8 +184,7 @@ def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, in
         if all(os.path.isfile(f) for f in cached.topic_files or ()):  # else vacuumed since: prepare anew
             return cached.stream, cached
         remove_path(spark, marker)
-    broker_load = read_pinned(spark, lake, "broker_load", versions, cluster, window)
-    bundle_load = read_pinned(spark, lake, "bundle_load", versions, cluster, window)
+    broker_load, bundle_load, in_window, lead_in_ticks = read_with_lead_in(spark, lake, cluster, versions, window)
     has_topics = use_topics and "topic_load" in versions
     stream = f"{base}/stream-{uuid.uuid4().hex[:12]}"
     # few files per part (the task keeps one batch of each open), parallel across the cores
@@ -193,10 +197,10 @@ def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, in
             raise UsageError(f"{window.flag_text()}: cluster {cluster!r} has no ticks in {window.describe()}")
         if not brokers:
             raise InvalidInputError(f"table=broker_load: no rows for cluster {cluster!r}")
-        sums = {r["broker"]: r for r in calibration_sums(broker_load).collect()}
+        sums = {r["broker"]: r for r in calibration_sums(in_window).collect()}
 
         def per_broker(k: str) -> np.ndarray:
-            return np.array([float(sums[b][k] or 0.0) for b in brokers])
+            return np.array([float(sums[b][k] or 0.0) if b in sums else 0.0 for b in brokers])
 
         calib = CpuCalibration.from_sums(per_broker("n"), per_broker("sx"), per_broker("sy"), per_broker("sxx"),
                                       per_broker("sxy"))
@@ -205,7 +209,7 @@ def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, in
                       .transform(broker_rows_per_tick(parts)).transform(broker_part), f"{stream}/brokers")
         write_parquet(bundle_load.transform(with_broker_index(index)).transform(bundle_rows)
                       .transform(sorted_by_tick), f"{stream}/bundles")
-        return brokers, calib, is_versioned(broker_load)
+        return brokers, calib, lead_in_ticks > 0 or is_versioned(broker_load)
 
     def namespace_side() -> tuple[list[str], list[str] | None]:
         """The namespaces (bundle_load's), then the topics: the files of ``topic_load`` when the task can read
@@ -224,12 +228,34 @@ def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, in
     (brokers, calib, versioned), (namespaces, files), stored = run_concurrently(
         broker_side, namespace_side, lambda: write_stored_bundle_data(spark, lake, cluster, versions, window, stream))
     manifest = StreamManifest(brokers, namespaces, calib.cpu_base.tolist(), calib.cpu_per_msg.tolist(), has_topics,
-                              stream, versioned=versioned, bundle_data=stored)
+                              stream, versioned=versioned, bundle_data=stored, lead_in_ticks=lead_in_ticks)
     if files is not None:
         manifest.topic_files = files
         manifest.topic_window_us = list(window.epoch_micros()) if window else [None, None]
     publish_text(spark, marker, manifest.to_json())
     return manifest.stream, manifest
+
+
+def read_with_lead_in(spark: SparkSession, lake: str, cluster: str, versions: dict[str, int],
+                      window: TimeWindow | None) -> tuple[DataFrame, DataFrame, DataFrame, int]:
+    """``broker_load`` and ``bundle_load`` of the stream, the ``broker_load`` rows of the window (the load model's
+    calibration) and the number of lead-in ticks. A window starting inside a recorded cluster's report versions
+    gets ``LEAD_IN_MS`` of earlier versions, replayed by audits as warm-up: the reports the leader holds at the
+    window's start, its BundleData and the strategies' history. Other streams start at the window."""
+    broker_load = read_pinned(spark, lake, "broker_load", versions, cluster, window)
+    bundle_load = read_pinned(spark, lake, "bundle_load", versions, cluster, window)
+    if window is None or window.start is None:
+        return broker_load, bundle_load, broker_load, 0
+    lead = TimeWindow(window.start - dt.timedelta(milliseconds=LEAD_IN_MS), window.end, window.flags)
+    with_lead = read_pinned(spark, lake, "broker_load", versions, cluster, lead)
+    if not is_versioned(with_lead):
+        return broker_load, bundle_load, broker_load, 0
+    before = TimeWindow(None, window.start).predicate(date_column=None)
+    ticks = {bool(r[0]): int(r[1]) for r in with_lead.select(F.expr(before).alias("lead"), "ts").distinct()
+             .groupBy("lead").count().collect()}
+    if not ticks.get(False):
+        raise UsageError(f"{window.flag_text()}: cluster {cluster!r} has no ticks in {window.describe()}")
+    return with_lead, read_pinned(spark, lake, "bundle_load", versions, cluster, lead), broker_load, ticks.get(True, 0)
 
 
 def write_stored_bundle_data(spark: SparkSession, lake: str, cluster: str, versions: dict[str, int],

@@ -54,11 +54,12 @@ def replay_run(spec: RunSpec, static: StaticInputs, manifest: StreamManifest,
     ids = static.broker_ids
     rows: list[TaskRow] = []
     ticks = 0
-    first = max(0, spec.tick_start - spec.warmup)
+    # a slice starts its warm-up ``warmup`` ticks early; the first, a window's lead-in (negative ticks, audits only)
+    first = spec.tick_start - spec.warmup if spec.tick_start > 0 else (None if spec.mode == "observed" else 0)
     progress_key = f"{spec.run_id}-{spec.tick_start}"
     hold_ms = (int(replay.conf["loadBalancerReportUpdateMaxIntervalMinutes"]) + 1) * 60_000
     for obs in ticks_from_stream(manifest, hold_ms):
-        if obs.tick < first:
+        if first is not None and obs.tick < first:
             continue
         if spec.tick_end is not None and obs.tick >= spec.tick_end:
             break

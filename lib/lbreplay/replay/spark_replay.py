@@ -122,7 +122,7 @@ def execute(
         specs = [(pulsar, {**replay, "window": window.to_json()}) for pulsar, replay in specs]
     _progress(quiet, f"tick stream ready in {time.time() - t0:.1f}s; replaying {len(specs)} run(s)")
     runs = _run_rows(cluster, specs, run_ids, seed, versions)
-    total_ticks = stream_ticks(manifest.stream)
+    total_ticks = stream_ticks(manifest.stream) - manifest.lead_in_ticks
     spec_rows = _task_specs(cluster, runs, total_ticks, max(1, int(spark.sparkContext.defaultParallelism)))
     rdd = spark.sparkContext.parallelize(spec_rows, numSlices=len(spec_rows))
     progress_dir = None

@@ -33,6 +33,7 @@ class StreamManifest:
     # the broker part holds report versions (each tick: the reports written then), not the leader's snapshots
     versioned: bool = False
     bundle_data: bool = False  # a bundle_data part: the recorded BundleData versions (the metadata store's)
+    lead_in_ticks: int = 0  # ticks before the window's start (numbered -n..-1): audit warm-up only
 
     def calibration(self) -> CpuCalibration:
         return CpuCalibration(np.array(self.cpu_base), np.array(self.cpu_per_msg))

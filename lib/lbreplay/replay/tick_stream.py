@@ -118,7 +118,15 @@ def ticks_from_stream(manifest: StreamManifest, hold_ms: int | None = None) -> I
     and topic parts join it on ``ts_ms`` (a tick they lack has no bundles / topics). A stream of report versions
     (``manifest.versioned``) is turned into the leader's held view (:func:`held_reports`)."""
     ticks = _stream_ticks(manifest)
-    return held_reports(ticks, len(manifest.broker_ids), hold_ms) if manifest.versioned else ticks
+    out = held_reports(ticks, len(manifest.broker_ids), hold_ms) if manifest.versioned else ticks
+    return _numbered_from_window(out, manifest.lead_in_ticks) if manifest.lead_in_ticks else out
+
+
+def _numbered_from_window(ticks: Iterator[ObservedTick], lead_in: int) -> Iterator[ObservedTick]:
+    """Ticks numbered from 0 at the window's first: the lead-in's are -lead_in..-1."""
+    for obs in ticks:
+        obs.tick -= lead_in
+        yield obs
 
 
 def held_reports(ticks: Iterator[ObservedTick], nb: int, hold_ms: int | None = None) -> Iterator[ObservedTick]:
