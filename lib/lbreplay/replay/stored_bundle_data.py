@@ -84,6 +84,7 @@ class BundleDataStore:
         self.frozen_at: int | None = None
         self.deleted_at: dict[str, int] = {}
         self._held: set[str] = set()
+        self._last: tuple[list[str], np.ndarray] = ([], np.zeros(0, dtype=bool))  # the rows of the last note
 
     def start_tick(self, now_ms: int) -> None:
         """A what-if leader reads what was recorded up to its first tick; later versions are the real leader's."""
@@ -114,6 +115,10 @@ class BundleDataStore:
     def note_held(self, b: Bundles, now_ms: int) -> None:
         """After a tick: the bundles whose BundleData the leader dropped since the last call are deleted from the
         store at ``now_ms`` (``deleteBundleDataFromMetadataStore``)."""
+        names, mask = self._last
+        if names == b.names and np.array_equal(mask, b.has_bundle_data):
+            return  # nothing dropped (most ticks): no pass over the names
+        self._last = (list(b.names), b.has_bundle_data.copy())
         held = {b.names[i] for i in np.flatnonzero(b.has_bundle_data).tolist()}
         for name in self._held - held:
             self.deleted_at[name] = now_ms
