@@ -354,10 +354,15 @@ def tamd_update(values: np.ndarray, num_samples: np.ndarray, max_samples: np.nda
         values[:] = ((n[:, None] - 1) * values + sample) / n[:, None]
 
 
-def update_bundle_data(ld: LoadData) -> None:
+# getBundleDataOrDefault's metadata-store read: gives those of the rows it finds a stored BundleData for theirs
+StoredRead = Callable[[Bundles, np.ndarray], object]
+
+
+def update_bundle_data(ld: LoadData, stored: StoredRead | None = None) -> None:
     """One ``updateBundleData`` sample: every ``lastStats`` entry of every broker gets ``BundleData.update(stats)``.
 
-    A bundle the leader has no BundleData for starts from default stats with numSamples 0
+    A bundle the leader has no BundleData for starts from its BundleData in the metadata store, where ``stored``
+    (that read: it gives the rows it finds their BundleData) finds one, else from default stats with numSamples 0
     (``getBundleDataOrDefault``), so its first sample replaces the defaults. With per-broker sets
     (``ld.membership``) brokers are visited in row order: a bundle in two brokers' lastStats is sampled twice,
     each time with that broker's stats, and each broker's ``TimeAverageBrokerData.reset`` (``ld.tabd``) sums its
@@ -366,17 +371,21 @@ def update_bundle_data(ld: LoadData) -> None:
     b = ld.bundles
     invalidate_derived(ld)
     if ld.membership is not None:
-        _update_bundle_data_per_broker(ld)
+        _update_bundle_data_per_broker(ld, stored)
         return
     rows = np.flatnonzero(b.owner >= 0)
     if rows.size == 0:
         return
-    _sample(b, rows, b.stats[rows], b.topics[rows])
+    _sample(b, rows, b.stats[rows], b.topics[rows], stored)
 
 
-def _sample(b: Bundles, rows: np.ndarray, sample: np.ndarray, topics: np.ndarray) -> None:
-    """``BundleData.update(stats)`` for distinct ``rows`` (default BundleData first where there is none)."""
+def _sample(b: Bundles, rows: np.ndarray, sample: np.ndarray, topics: np.ndarray, stored: StoredRead | None) -> None:
+    """``BundleData.update(stats)`` for distinct ``rows`` (stored, else default BundleData first where there is
+    none)."""
     fresh = rows[~b.has_bundle_data[rows]]
+    if fresh.size and stored is not None:
+        stored(b, fresh)
+        fresh = fresh[~b.has_bundle_data[fresh]]
     if fresh.size:
         b.short[fresh] = DEFAULT_MESSAGE_DATA
         b.long[fresh] = DEFAULT_MESSAGE_DATA
@@ -392,7 +401,7 @@ def _sample(b: Bundles, rows: np.ndarray, sample: np.ndarray, topics: np.ndarray
     b.bundle_topics[rows] = topics
 
 
-def _update_bundle_data_per_broker(ld: LoadData) -> None:
+def _update_bundle_data_per_broker(ld: LoadData, stored: StoredRead | None) -> None:
     """:func:`update_bundle_data` over ``ld.membership``: one vectorised sample per broker, then its TABD reset."""
     m = ld.membership
     assert m is not None
@@ -406,7 +415,7 @@ def _update_bundle_data_per_broker(ld: LoadData) -> None:
         if lo == hi:
             continue
         rows = m.stats_bundle[lo:hi]
-        _sample(b, rows, m.stats[lo:hi], m.topics[lo:hi])
+        _sample(b, rows, m.stats[lo:hi], m.topics[lo:hi], stored)
         at = np.full(rows.size, k)
         np.add.at(short_t, at, b.short[rows])  # every row has BundleData now: no default term
         np.add.at(long_t, at, b.long[rows])

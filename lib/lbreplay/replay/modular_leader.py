@@ -14,6 +14,8 @@ Each tick
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from lbreplay.kernel.broker_report import WrittenReports
@@ -72,14 +74,12 @@ class ModularLeader:
         if samples or active != self._active:  # updateAll (a report written, a broker came or went)
             self.manager.cleanup_dead_brokers_data(active)
             self._active = active
+        stored = None
         if self.store is not None:
             self.store.start_tick(view.ts_ms)
-            if samples:
-                sampled = np.unique(ld.membership.stats_bundle) if ld.membership is not None \
-                    else np.flatnonzero(ld.bundles.owner >= 0)
-                self.store.seed(ld.bundles, sampled, view.ts_ms)
+            stored = functools.partial(self.store.seed, now_ms=view.ts_ms)
         for _ in range(samples):
-            update_bundle_data(ld)
+            update_bundle_data(ld, stored)
         decisions: list[Decision] = []
         to_assign: list[str] = []
         if samples:

@@ -184,7 +184,8 @@ def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, in
         if all(os.path.isfile(f) for f in cached.topic_files or ()):  # else vacuumed since: prepare anew
             return cached.stream, cached
         remove_path(spark, marker)
-    broker_load, bundle_load, in_window, lead_in_ticks = read_with_lead_in(spark, lake, cluster, versions, window)
+    broker_load, bundle_load, in_window, lead_in_ticks, versioned_read = read_with_lead_in(
+        spark, lake, cluster, versions, window)
     has_topics = use_topics and "topic_load" in versions
     stream = f"{base}/stream-{uuid.uuid4().hex[:12]}"
     # few files per part (the task keeps one batch of each open), parallel across the cores
@@ -209,7 +210,7 @@ def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, in
                       .transform(broker_rows_per_tick(parts)).transform(broker_part), f"{stream}/brokers")
         write_parquet(bundle_load.transform(with_broker_index(index)).transform(bundle_rows)
                       .transform(sorted_by_tick), f"{stream}/bundles")
-        return brokers, calib, lead_in_ticks > 0 or is_versioned(broker_load)
+        return brokers, calib, versioned_read if versioned_read is not None else is_versioned(broker_load)
 
     def namespace_side() -> tuple[list[str], list[str] | None]:
         """The namespaces (bundle_load's), then the topics: the files of ``topic_load`` when the task can read
@@ -237,25 +238,27 @@ def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, in
 
 
 def read_with_lead_in(spark: SparkSession, lake: str, cluster: str, versions: dict[str, int],
-                      window: TimeWindow | None) -> tuple[DataFrame, DataFrame, DataFrame, int]:
+                      window: TimeWindow | None) -> tuple[DataFrame, DataFrame, DataFrame, int, bool | None]:
     """``broker_load`` and ``bundle_load`` of the stream, the ``broker_load`` rows of the window (the load model's
-    calibration) and the number of lead-in ticks. A window starting inside a recorded cluster's report versions
-    gets ``LEAD_IN_MS`` of earlier versions, replayed by audits as warm-up: the reports the leader holds at the
-    window's start, its BundleData and the strategies' history. Other streams start at the window."""
+    calibration), the number of lead-in ticks and whether the rows are report versions (None: not looked at). A
+    window starting inside a recorded cluster's report versions gets ``LEAD_IN_MS`` of earlier versions, replayed by
+    audits as warm-up: the reports the leader holds at the window's start, its BundleData and the strategies'
+    history. Other streams start at the window."""
     broker_load = read_pinned(spark, lake, "broker_load", versions, cluster, window)
     bundle_load = read_pinned(spark, lake, "bundle_load", versions, cluster, window)
     if window is None or window.start is None:
-        return broker_load, bundle_load, broker_load, 0
+        return broker_load, bundle_load, broker_load, 0, None
     lead = TimeWindow(window.start - dt.timedelta(milliseconds=LEAD_IN_MS), window.end, window.flags)
     with_lead = read_pinned(spark, lake, "broker_load", versions, cluster, lead)
-    if not is_versioned(with_lead):
-        return broker_load, bundle_load, broker_load, 0
+    if not is_versioned(with_lead):  # nor are the window's rows, a part of them
+        return broker_load, bundle_load, broker_load, 0, False
     before = TimeWindow(None, window.start).predicate(date_column=None)
     ticks = {bool(r[0]): int(r[1]) for r in with_lead.select(F.expr(before).alias("lead"), "ts").distinct()
              .groupBy("lead").count().collect()}
     if not ticks.get(False):
         raise UsageError(f"{window.flag_text()}: cluster {cluster!r} has no ticks in {window.describe()}")
-    return with_lead, read_pinned(spark, lake, "bundle_load", versions, cluster, lead), broker_load, ticks.get(True, 0)
+    return (with_lead, read_pinned(spark, lake, "bundle_load", versions, cluster, lead), broker_load,
+            ticks.get(True, 0), True)
 
 
 def write_stored_bundle_data(spark: SparkSession, lake: str, cluster: str, versions: dict[str, int],

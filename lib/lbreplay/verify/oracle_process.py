@@ -62,12 +62,12 @@ def build_oracle(version: str, java_major: int = 17, extensible: bool = True) ->
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out.parent / f"pulsar-{version}.lock", "w") as lock:  # one build per line at a time (several verifies)
         fcntl.flock(lock, fcntl.LOCK_EX)
-        _build_if_stale(version, java_major, extensible, env)
+        _build_if_stale(out, version, java_major, extensible, env)
     return f"{classes}{os.pathsep}{cp_file.read_text().strip()}", env
 
 
-def _build_if_stale(version: str, java_major: int, extensible: bool, env: dict[str, str]) -> None:
-    out = ORACLE_DIR / "target" / f"pulsar-{version}"
+def _build_if_stale(out: Path, version: str, java_major: int, extensible: bool, env: dict[str, str]) -> None:
+    """``mvn package`` into ``out`` unless its classes are newer than the oracle's sources."""
     classes, cp_file = out / "classes", out / "classpath.txt"
     src_mtime = max(p.stat().st_mtime for p in (ORACLE_DIR / "src").rglob("*") if p.is_file())
     stale = not cp_file.exists() or not (classes / "lbreplay" / "oracle" / "Oracle.class").exists() or (
