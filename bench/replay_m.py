@@ -62,7 +62,6 @@ def main() -> None:
     from lbreplay.lake.generator import generate
     from lbreplay.lake.validation import validate
     from lbreplay.replay import spark_replay as R
-    from lbreplay.replay.tick_stream import stream_ticks
     from lbreplay.replay.run_config import expand_grid, resolve_run_config
     from lbreplay.spark import get_spark
 
@@ -88,7 +87,7 @@ def main() -> None:
         _, meta = R.prepare(spark, lake, cluster, versions)
         kern, decisions = kernel_only(meta, pulsar, replay)
         spark_decisions = spark.read.format("delta").load(f"{lake}/decisions").where("run_id = 'bench-single'").count()
-        emit(step="closed-loop", scenario=args.scenario, size=args.size, ticks=stream_ticks(meta.stream),
+        emit(step="closed-loop", scenario=args.scenario, size=args.size, ticks=meta.ticks,
              decisions=decisions, spark_decisions=spark_decisions, end_to_end_s=round(e2e, 1),
              kernel_only_s=round(kern, 1), budget_s=round(3 * kern + 60, 1), within_budget=e2e <= 3 * kern + 60)
     if not args.skip_memory:

@@ -55,6 +55,17 @@ def test_each_version_is_ingested_at_its_own_time() -> None:
     assert max(Counter((b, ms // 60_000) for b, ms in written).values()) >= 2
 
 
+def test_the_leaders_election_is_ingested() -> None:
+    """collect recorded /loadbalance/leader (created by 127.0.0.1:18082 when it won the election, 64 ms before its
+    log says "was elected leader"): ingest makes it the leader_election row that times the leader's shedding."""
+    rows = read_dumps(SAMPLE, "real").rows["leader_election"]
+    assert [(r["ts"].isoformat(timespec="milliseconds"), r["broker"]) for r in rows] == [
+        ("2026-11-25T20:38:53.992+00:00", "127.0.0.1:18082")]
+    elected = next(ln for ln in (SAMPLE / "leader-decisions.log").read_text(encoding="utf-8").splitlines()
+                   if "was elected leader" in ln)
+    assert "127.0.0.1:18082 2026-11-25T20:38:54,056" in elected
+
+
 def test_leader_decisions_of_the_recording() -> None:
     lines = (SAMPLE / "leader-decisions.log").read_text(encoding="utf-8").splitlines()
     attempts = parse_leader_log(lines, attempts=True)
@@ -260,6 +271,7 @@ def test_windowed_spark_audit_starts_with_what_the_leader_held(spark, lake: str)
     (starting at the window, it held only the reports written since, and missed the 20:42:24 split); ticks are
     numbered from 0 at the window's first and only the window's are written."""
     from lbreplay.collect.audit_check import audit_decisions
+    from lbreplay.kernel.leader_election import count_timer_minutes
     from lbreplay.lake.ingest import ingest
     from lbreplay.lake.validation import validate
     from lbreplay.lake.window import window_from_flags
@@ -280,11 +292,17 @@ def test_windowed_spark_audit_starts_with_what_the_leader_held(spark, lake: str)
     assert len(leader) == 2
     assert [(d.action, d.bundle, d.source) for d in audit] == [(d.action, d.bundle, d.source) for d in leader]
     assert all(0 <= d.at_ms - a.at_ms < 500 for d, a in zip(leader, audit))
-    versions = [r for r in read_dumps(SAMPLE, "real").rows["broker_load"] if r["ts"] >= datetime(2026, 11, 25, 20, 42,
-                                                                                               tzinfo=timezone.utc)]
+    dump = read_dumps(SAMPLE, "real")
+    versions = [r for r in dump.rows["broker_load"] if r["ts"] >= datetime(2026, 11, 25, 20, 42, tzinfo=timezone.utc)]
+    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    elected = (dump.rows["leader_election"][0]["ts"] - epoch) // timedelta(milliseconds=1)
+    last = max((r["ts"] - epoch) // timedelta(milliseconds=1) for r in versions)
+    assert count_timer_minutes([elected], start, last) >= 10
     for run_id in ("real-window-audit", "real-window-what-if"):  # a closed loop starts at the window, no warm-up
         ticks = spark.read.format("delta").load(f"{lake}/broker_ticks").where(F.col("run_id") == run_id) \
             .agg(F.min("tick"), F.min("ts")).first()
         assert ticks[0] == 0 and ticks[1] >= datetime(2026, 11, 25, 20, 42)
         runs = spark.read.format("delta").load(f"{lake}/runs").where(F.col("run_id") == run_id).first()
-        assert runs["ticks"] == len({r["ts"] for r in versions})  # the window's report versions, no lead-in tick
+        # the window's report versions and the leader's timer minutes (its election at 20:38:53.992: 20:42:53.992,
+        # 20:43:53.992, ... up to the last version), no lead-in tick
+        assert runs["ticks"] == len({r["ts"] for r in versions}) + count_timer_minutes([elected], start, last)

@@ -269,6 +269,21 @@ def test_ingest_non_utf8_dump(spark: Any, lake: str, tmp_path: Path) -> None:
     refused(_ingest(spark, lake, src, "h-latin1"), 3, re.escape(str(f)) + r": cannot read: .*can't decode byte 0xe9")
 
 
+def test_ingest_collect_record_with_a_broken_leader_record(spark: Any, lake: str, tmp_path: Path) -> None:
+    """collect's record (collect/metadata-versions.jsonl): a torn line (a collector killed mid-write) is skipped as
+    collect's own reader skips it; a /loadbalance/leader record whose ctime is not epoch ms is refused, naming the
+    file, the line and the field (it would time the leader's shedding)."""
+    src = _copy(tmp_path, "record")
+    record = src / "collect" / "metadata-versions.jsonl"
+    record.parent.mkdir(parents=True)
+    good = {"event": "version", "path": "/loadbalance/leader", "ctime": 1690977600000, "version": 0,
+            "data": {"brokerId": "broker-1:8080"}}
+    record.write_text(json.dumps(good) + "\n" + json.dumps({**good, "ctime": "yesterday"}) + "\n" + '{"event": "ver',
+                      encoding="utf-8")
+    refused(_ingest(spark, lake, src, "h-leader"), 3,
+            re.escape(str(record)) + r": line 2: \$\.ctime: expected the znode's creation time in epoch ms, got 'yesterday'")
+
+
 def test_ingest_mixed_modular_and_extensible_tree(spark: Any, lake: str, tmp_path: Path) -> None:
     src = tmp_path / "mixed"
     shutil.copytree(MODULAR, src / "modular")

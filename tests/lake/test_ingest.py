@@ -200,6 +200,7 @@ def test_read_modular_sample() -> None:
         "broker_time_average": 3,
         "broker_load_data_ext": 0,
         "top_bundles_load_data": 0,
+        "leader_election": 0,  # no collect record (collect/metadata-versions.jsonl) in the hand-made sample
     }
     assert dump.ticks == 10
     assert sorted({r["broker"] for r in dump.rows["broker_load"]}) == ["broker-1:8080", "broker-2:8080", "broker-3:8080"]
@@ -558,3 +559,30 @@ def test_ingest_window_replaces_only_its_days(spark, lake, tmp_path: Path) -> No
     bl = spark.read.format("delta").load(f"{lake}/broker_load").where(F.col("cluster") == cluster)
     assert [(r.broker, r.ts) for r in bl.where("date_trunc('minute', ts) = '2023-08-03 12:01:00'").collect()] == [
         ("broker-1:8080", datetime(2023, 8, 3, 12, 1, 5, 217_000))]
+
+
+def test_windowed_ingest_keeps_the_leaders_elections_before_the_window(spark, lake, tmp_path: Path) -> None:
+    """An election times the leader's shedding after it (kernel.leader_election), so a windowed ingest of a collect
+    recording takes every election before the window's end: ``--since 20:45`` of the real recording keeps its
+    20:38:53.992 election. A later window ingested from a tree without the record keeps the election the lake
+    holds, and re-ingesting the first window does not duplicate it."""
+    from lbreplay.lake.window import window_from_flags
+    from pyspark.sql import functions as F
+
+    real = REPO / "data" / "samples" / "real-modular-3brokers"
+    cluster = "ing_elect"
+
+    def elections() -> list[tuple[int, str]]:
+        df = spark.read.format("delta").load(f"{lake}/leader_election").where(F.col("cluster") == cluster)
+        return sorted((r[0], r[1]) for r in df.select(F.unix_millis("ts"), "broker").collect())
+
+    expected = [(1_795_639_133_992, "127.0.0.1:18082")]
+    ing.ingest(spark, lake, real, cluster, window_from_flags("2026-11-25T20:45:00Z", None, ("--since", "--until")))
+    assert elections() == expected
+    reports_only = tmp_path / "reports only"
+    shutil.copytree(real / "loadbalance", reports_only / "loadbalance")
+    ing.ingest(spark, lake, reports_only, cluster, window_from_flags("2026-11-25T20:50:00Z", None,
+                                                                      ("--since", "--until")))
+    assert elections() == expected
+    ing.ingest(spark, lake, real, cluster, window_from_flags("2026-11-25T20:45:00Z", None, ("--since", "--until")))
+    assert elections() == expected

@@ -1,12 +1,14 @@
-"""``tick_stream.held_reports``: a stream of report versions turned into the reports the leader holds."""
+"""``tick_stream``: a stream of report versions turned into the reports the leader holds, and its timer ticks."""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+
 from lbreplay.replay.records import ObservedTick
 from lbreplay.replay.tick_stream import held_reports
 
@@ -94,3 +96,74 @@ def test_hand_made_sample_replays_as_report_versions(spark: Any, lake: str) -> N
     assert not is_versioned(ticks_30s)
     report = spark.createDataFrame([(datetime(2023, 8, 2, 12, 3, 5, 217_000),)], "ts TIMESTAMP")
     assert is_versioned(ticks_30s.union(report))
+
+
+# ------------------------------------------------------------------------------------------- the leader's timer
+def test_timer_ticks_hold_the_leaders_view_between_report_writes() -> None:
+    """kernel.leader_election: after an election at 42 s the leader's timed tasks can run at 102 s, 162 s, ...
+    ``with_leader_timer`` adds a tick at each timer minute between the stream's first and last report tick, holding
+    what the leader held then (the previous tick's view, nothing written); a timer minute at a write's own time
+    comes after it; ticks are numbered anew, report ticks say timer minute 0."""
+    from lbreplay.replay.tick_stream import with_leader_timer
+
+    stream = [_version(0, 27_000, 0, {A: 1.0}), _version(1, 87_000, 1, {B: 2.0}), _version(2, 162_000, 0, {A: 3.0}),
+              _version(3, 200_000, 1, {B: 4.0})]
+    out = list(with_leader_timer(held_reports(iter(stream), 3), [42_000]))
+    assert [(t.tick, t.ts_ms, t.timer_minute) for t in out] == [
+        (0, 27_000, 0), (1, 87_000, 0), (2, 102_000, 1), (3, 162_000, 0), (4, 162_000, 2), (5, 200_000, 0)]
+    timer, before = out[2], out[1]
+    assert timer.alive.tolist() == before.alive.tolist() and timer.bundle_names == before.bundle_names
+    assert timer.last_update.tolist() == before.last_update.tolist()  # type: ignore[union-attr]
+    assert out[4].bundle_values[:, 2].tolist() == out[3].bundle_values[:, 2].tolist() == [3.0, 2.0]
+    # a second election restarts the count; none before the stream's first tick
+    again = list(with_leader_timer(held_reports(iter(stream), 3), [-500_000, 130_000]))
+    assert [(t.ts_ms, t.timer_minute) for t in again if t.timer_minute] == [(40_000, 9), (100_000, 10), (190_000, 1)]
+
+
+def _report(ts: int, broker: int, cpu_pct: float, nb: int = 2) -> ObservedTick:
+    """One broker's report version: 4 bundles of 40 MB/s each (broker 0) or 2 MB/s (broker 1) at ``cpu_pct``."""
+    alive = np.zeros(nb, dtype=bool)
+    alive[broker] = True
+    usage, limit = np.zeros((nb, 5)), np.full((nb, 5), 100.0)
+    usage[broker, 0] = cpu_pct
+    last_update = np.full(nb, -1, dtype=np.int64)
+    last_update[broker] = ts
+    lo = 0 if broker == 0 else 0x80000000
+    names = [f"t/ns/0x{lo + k * 0x20000000:08x}_0x{lo + (k + 1) * 0x20000000 - (1 if broker and k == 3 else 0):08x}"
+             for k in range(4)]
+    per = 20e6 if broker == 0 else 1e6
+    values = np.tile([per, per, 100.0, 100.0, 2.0, 1.0], (4, 1))
+    return ObservedTick(0, ts, alive, usage, limit, bundle_names=names,
+                        bundle_owner=np.full(4, broker, dtype=np.int32), bundle_values=values, last_update=last_update)
+
+
+@pytest.mark.parametrize("drop_at_s", [95, 105])
+def test_shedding_runs_at_the_leaders_timer_on_what_it_holds_then(drop_at_s: int) -> None:
+    """The live run's finding: the leader elected at :42 sheds at :42 of each minute (LoadSheddingTask, started by
+    startLoadBalancerTasks), on the reports it holds then. Broker 0 reports 90 % CPU at 27 s and 87 s, broker 1
+    10 %; broker 0's next report (``drop_at_s``) says 20 %. ThresholdShedder at the timer (102 s) unloads from
+    broker 0 only if the 90 % report is still the one held (drop at 105 s); a replay without the election sheds at
+    the first report write an interval after its start (87 s), on the 90 % report, whatever came next."""
+    from lbreplay.replay.engine import Replay
+    from lbreplay.replay.load_model import CpuCalibration
+    from lbreplay.replay.records import RunSpec, StaticInputs
+    from lbreplay.replay.tick_stream import with_leader_timer
+
+    t0, elected = 1_767_225_600_000, 1_767_225_600_000 + 42_000
+    stream = [_report(t0 + 27_000, 0, 90.0), _report(t0 + 28_000, 1, 10.0), _report(t0 + 87_000, 0, 90.0),
+              _report(t0 + 88_000, 1, 10.0), _report(t0 + drop_at_s * 1000, 0, 20.0), _report(t0 + 147_000, 0, 20.0),
+              _report(t0 + 148_000, 1, 10.0)]
+    static = StaticInputs(["a:8080", "b:8080"], ["t/ns"], CpuCalibration(np.zeros(2), np.zeros(2)))
+
+    def unloads(elections: list[int] | None) -> list[tuple[int, str | None]]:
+        replay = Replay(RunSpec("r", "c", "observed", {"loadBalancerSheddingGracePeriodMinutes": 0}), static)
+        ticks = held_reports(iter(copy.deepcopy(stream)), 2)
+        if elections:
+            ticks = with_leader_timer(ticks, elections)
+        return [((d.ts_ms - t0) // 1000, d.source_broker) for obs in ticks for d in replay.step(obs).decisions
+                if d.action == "UNLOAD"]
+
+    timed = unloads([elected])
+    assert set(timed) == (set() if drop_at_s < 102 else {(102, "a:8080")})
+    untimed = unloads(None)
+    assert untimed[0] == (87, "a:8080") and {t for t, _ in untimed} <= {87, 147}

@@ -5,6 +5,7 @@ the tables ``ingest`` writes; Pulsar's defaults fill absent counters and totals.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,6 +19,7 @@ from lbreplay.lake.dump_tables import (
     BROKER_LOAD_DATA_EXT,
     BROKER_TIME_AVERAGE,
     BUNDLE_DATA,
+    LEADER_ELECTION,
     TOP_BUNDLES_LOAD_DATA,
 )
 from lbreplay.lake.dump_tree import (
@@ -56,7 +58,11 @@ INGEST_TABLES: tuple[Table, ...] = (
     BROKER_TIME_AVERAGE,
     BROKER_LOAD_DATA_EXT,
     TOP_BUNDLES_LOAD_DATA,
+    LEADER_ELECTION,
 )
+#: ``collect``'s record of znode versions (``lbreplay.collect.layout``) and the leader's znode in it.
+METADATA_VERSIONS = Path("collect") / "metadata-versions.jsonl"
+LEADER_PATH = "/loadbalance/leader"
 
 
 def split_bundle(name: str) -> tuple[str | None, int | None, int | None]:
@@ -267,3 +273,32 @@ def parse_file(path: Path, root: Path, cluster: str, out: DumpRows) -> None:
         f"{shown}: $: not a recognised Pulsar load dump (expected LocalBrokerData, BundleData, TimeAverageBrokerData, "
         "BrokerLoadData or TopBundlesLoadData, or an object mapping names to one of them)"
     )
+
+
+def leader_elections(root: Path, cluster: str, out: DumpRows) -> None:
+    """The leader's elections in ``collect``'s record under ``root`` -> leader_election rows: each version of
+    ``/loadbalance/leader`` (an ephemeral znode created by the elected broker, ``LeaderElectionImpl``) is one
+    election at its ``ctime``, its ``brokerId`` the leader. Lines that are not JSON (torn by a collector killed
+    mid-write) are skipped, as ``collect`` reads them; a leader record without a usable ``ctime`` or ``brokerId``
+    names the file, line and field."""
+    path = root / METADATA_VERSIONS
+    if not path.is_file():
+        return
+    seen: set[int] = set()
+    for n, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+        try:
+            rec = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue  # a blank line, or a record torn by a collector killed mid-write (as collect's own reader)
+        where = f"{path}: line {n}"
+        if not isinstance(rec, dict) or rec.get("path") != LEADER_PATH or rec.get("event") != "version":
+            continue
+        ctime, data = rec.get("ctime"), rec.get("data")
+        if isinstance(ctime, bool) or not isinstance(ctime, int) or ctime <= 0:
+            raise InvalidInputError(f"{where}: $.ctime: expected the znode's creation time in epoch ms, got {ctime!r}")
+        broker = data.get("brokerId") if isinstance(data, dict) else None
+        if not isinstance(broker, str) or not broker:
+            raise InvalidInputError(f"{where}: $.data.brokerId: expected the leader's broker id, got {broker!r}")
+        if ctime not in seen:
+            seen.add(ctime)
+            out.rows[LEADER_ELECTION.name].append({"cluster": cluster, "ts": tick_of(ctime), "broker": broker})

@@ -8,6 +8,8 @@ the ``lbreplay`` database, input tables partitioned by ``cluster`` and ``date``)
 - ``broker_load_data_ext`` — the extensible load manager's ``BrokerLoadData``
   (``org.apache.pulsar.broker.loadbalance.extensions.data.BrokerLoadData``).
 - ``top_bundles_load_data`` — the extensible load manager's ``TopBundlesLoadData`` (one row per listed bundle).
+- ``leader_election`` — each election of the modular load manager's leader (``/loadbalance/leader``, recorded by
+  ``collect``): it starts the leader's shedding timer (:mod:`lbreplay.kernel.leader_election`).
 - ``validation_runs`` — one row per (cluster, table, Delta version) validation, read by replays to refuse
   unvalidated or failing input.
 """
@@ -131,6 +133,19 @@ TOP_BUNDLES_LOAD_DATA = Table(
     "Extensible load manager TopBundlesLoadData (loadbalancer-top-bundles-load-data topic): each broker's top-K bundles.",
 )
 
+LEADER_ELECTION = Table(
+    "leader_election",
+    (
+        _c("cluster", "STRING", "cluster name", False),
+        _c("ts", "TIMESTAMP", "when the broker became leader (UTC, ms): the /loadbalance/leader znode's ctime", False),
+        _c("broker", "STRING", "the leader's broker id host:port (LeaderBroker.brokerId)", False),
+        _DATE,
+    ),
+    ("cluster", "date"),
+    ("cluster", "ts"),
+    "Elections of the modular load manager's leader (LeaderElectionService, /loadbalance/leader), from collect's record.",
+)
+
 VALIDATION_RUNS = Table(
     "validation_runs",
     (
@@ -151,6 +166,6 @@ VALIDATION_RUNS = Table(
 )
 
 DUMP_TABLES: dict[str, Table] = {
-    t.name: t for t in (BUNDLE_DATA, BROKER_TIME_AVERAGE, BROKER_LOAD_DATA_EXT, TOP_BUNDLES_LOAD_DATA)
+    t.name: t for t in (BUNDLE_DATA, BROKER_TIME_AVERAGE, BROKER_LOAD_DATA_EXT, TOP_BUNDLES_LOAD_DATA, LEADER_ELECTION)
 }
 """Input tables written by ``lbreplay ingest`` in addition to ``broker_load`` and ``bundle_load``."""

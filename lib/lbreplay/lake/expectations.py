@@ -50,6 +50,7 @@ from lbreplay.lake.dump_tables import (
     BROKER_LOAD_DATA_EXT,
     BROKER_TIME_AVERAGE,
     BUNDLE_DATA,
+    LEADER_ELECTION,
     TOP_BUNDLES_LOAD_DATA,
 )
 from lbreplay.lake.tables import (
@@ -79,8 +80,8 @@ VALIDATED_TABLES: tuple[Table, ...] = (
     BROKER_TIME_AVERAGE,
     BROKER_LOAD_DATA_EXT,
     TOP_BUNDLES_LOAD_DATA,
+    LEADER_ELECTION,
 )
-
 
 
 @dataclass(frozen=True)
@@ -400,6 +401,10 @@ SUITES: dict[str, tuple[Rule, ...]] = {
         *_non_negative(*_STATS),
         *_finite(TOP_BUNDLES_LOAD_DATA),
         Rule("reporting_broker_alive", "flag", ("broker",), build=_alive_builder(BROKER_LOAD_DATA_EXT, per_minute=True)),
+    ),
+    LEADER_ELECTION.name: (
+        *_key_rules(LEADER_ELECTION),
+        Rule("broker_not_null", "not_null", ("broker",)),
     ),
 }
 

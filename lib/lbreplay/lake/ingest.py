@@ -14,6 +14,10 @@ BrokerLoadData (extensible) ``weightedMaxEMA`` / ``updatedAt`` / ``bundleCount``
 TopBundlesLoadData          ``topBundlesLoadData``                                      ``top_bundles_load_data``
 ==========================  ==========================================================  ========================
 
+Beside them, ``collect``'s record ``collect/metadata-versions.jsonl`` (when the tree has one): each version of
+``/loadbalance/leader`` -> one ``leader_election`` row (its ``ctime``, its ``brokerId``): the election that starts
+the leader's shedding timer (:mod:`lbreplay.kernel.leader_election`).
+
 A file may also hold a JSON object mapping keys to objects of one of these types (e.g. a dump of every
 ``/loadbalance/brokers/<broker>`` child in one file, or DESIGN.md §5's ``{"broker-1:8080": {BrokerLoadData}}``);
 the key is then the broker id (broker types) or the bundle name (BundleData). The SimpleLoadManager's
@@ -55,8 +59,9 @@ Every table ingest writes is replaced for the cluster as a whole (``replace_part
 touched. With ``--since`` / ``--until`` (a half-open UTC window ``[since, until)``, see
 :mod:`lbreplay.lake.window`) only snapshots whose tick falls in the window are loaded, and only the cluster's
 rows in the window are replaced (``replaceWhere`` on cluster, the ``date`` partitions and the ``ts`` range; one
-commit per table), so ingesting day D keeps day D-1. A window no snapshot falls in is a usage error and leaves
-the lake untouched.
+commit per table), so ingesting day D keeps day D-1; ``leader_election`` takes every election before the window's
+end and keeps those the lake holds (an election on day D-1 times the leader's shedding on day D). A window no
+snapshot falls in is a usage error and leaves the lake untouched.
 """
 
 from __future__ import annotations
@@ -70,8 +75,9 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
 from lbreplay.errors import InvalidInputError, UsageError
-from lbreplay.lake.dump_rows import INGEST_TABLES, DumpRows, parse_file
-from lbreplay.lake.dump_tree import BROKER_LOAD_DATA, TOP_BUNDLES_KIND, dump_files
+from lbreplay.lake.dump_rows import INGEST_TABLES, DumpRows, leader_elections, parse_file
+from lbreplay.lake.dump_tables import LEADER_ELECTION
+from lbreplay.lake.dump_tree import BROKER_LOAD_DATA, TOP_BUNDLES_KIND, dump_files, tick_of
 from lbreplay.lake.storage import run_concurrently
 from lbreplay.lake.tables import Table, ensure_table, replace_partitions, table_location
 from lbreplay.lake.window import TimeWindow, window_from_flags
@@ -108,17 +114,37 @@ def read_dumps(source: str | Path, cluster: str) -> DumpRows:
         raise InvalidInputError(
             f"{source}: mixes the modular load manager's reports ({first[MODULAR_FAMILY]}) and the extensible one's "
             f"({first[EXTENSIBLE_FAMILY]}); a cluster runs one load manager: ingest each tree as its own --cluster")
+    leader_elections(root, cluster, out)
     return out
 
 
 def in_window(dump: DumpRows, window: TimeWindow, source: str | Path) -> DumpRows:
-    """The rows of ``dump`` whose tick (``ts``) is in ``window``; a UsageError naming the flags when none is."""
-    rows = {name: [r for r in table_rows if window.contains(r["ts"])] for name, table_rows in dump.rows.items()}
+    """The rows of ``dump`` whose tick (``ts``) is in ``window`` (leader elections: every one before its end, as
+    they time the leader's tasks after them); a UsageError naming the flags when no snapshot is."""
+    rows = {name: [r for r in table_rows if _window_of(name, window).contains(r["ts"])]
+            for name, table_rows in dump.rows.items()}
     kept = sum(map(len, rows.values()))
     if not kept:
         raise UsageError(f"{window.flag_text()}: no snapshot under {source} falls in {window.describe()}")
     total = sum(map(len, dump.rows.values()))
     return DumpRows(rows=rows, reports=dump.reports, files=dump.files, outside=total - kept)
+
+
+def _window_of(table: str, window: TimeWindow) -> TimeWindow:
+    """The part of the time line a windowed ingest replaces in ``table``."""
+    return TimeWindow(None, window.end, window.flags) if table == LEADER_ELECTION.name else window
+
+
+def _with_earlier_elections(spark: SparkSession, lake: str, rows: list[dict[str, Any]],
+                            where: str) -> list[dict[str, Any]]:
+    """A windowed ingest replaces the elections before the window's end: those the lake already holds stay (a
+    day's dump may lack an earlier day's election), the dump's are added; one row per election time."""
+    ensure_table(spark, lake, LEADER_ELECTION)
+    held = (spark.read.format("delta").load(table_location(lake, LEADER_ELECTION.name)).where(where)
+            .selectExpr("cluster", "unix_millis(ts) AS ms", "broker").collect())
+    by_ts = {tick_of(r["ms"]): {"cluster": r["cluster"], "ts": tick_of(r["ms"]), "broker": r["broker"]} for r in held}
+    by_ts.update({r["ts"]: r for r in rows})
+    return list(by_ts.values())
 
 
 def check_cluster(cluster: str) -> str:
@@ -146,14 +172,15 @@ def ingest(spark: SparkSession, lake: str, source: str | Path, cluster: str, win
     line after the dumps are read and after each table's commit."""
     say = progress or (lambda _line: None)
     dump = read_dumps(source, cluster)
-    where = f"cluster = '{cluster}'"
     if window is not None:
         dump = in_window(dump, window, source)
-        where = f"{where} AND {window.predicate()}"
     say(f"read {dump.files} files ({dump.ticks} ticks) under {source}; writing {len(INGEST_TABLES)} tables")
 
     def replace(table: Table) -> None:
         rows = dump.rows[table.name]
+        where = f"cluster = '{cluster}'" + (f" AND {_window_of(table.name, window).predicate()}" if window else "")
+        if window is not None and table.name == LEADER_ELECTION.name:
+            rows = _with_earlier_elections(spark, lake, rows, where)
         if not rows:  # only clear old rows (no empty commit, so other clusters' validations stay on the fast path)
             ensure_table(spark, lake, table)
             if not spark.read.format("delta").load(table_location(lake, table.name)).where(where).limit(1).count():

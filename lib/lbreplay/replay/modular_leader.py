@@ -8,7 +8,9 @@ Each tick
    strategies; also when a broker comes or goes) and one ``updateBundleData`` sample of every reported bundle, and
    the 15-min bundle-data write (``LoadResourceQuotaUpdaterTask``) one more (PULSAR-LB-SPEC.md §1.7); the
    split check (``checkNamespaceBundleSplit``) runs after ``updateAll``;
-3. every ``loadBalancerSheddingIntervalMinutes`` the leader runs ``doLoadShedding`` (``LoadSheddingTask``);
+3. every ``loadBalancerSheddingIntervalMinutes`` the leader runs ``doLoadShedding`` (``LoadSheddingTask``): in a
+   recording whose leader's election is known, at the timer minutes it started (``kernel.leader_election``),
+   else at the first tick an interval after the last run;
 4. orphans and split children are placed with ``selectBrokerForAssignment`` (closed loop only).
 """
 
@@ -20,6 +22,7 @@ import numpy as np
 
 from lbreplay.kernel.broker_report import WrittenReports
 from lbreplay.kernel.config import PulsarConfig, short_class
+from lbreplay.kernel.leader_election import runs_at
 from lbreplay.kernel.load_data import Brokers, Bundles, LoadData, Membership, derived_cache, update_bundle_data
 from lbreplay.kernel.modular_load_manager import LeaderTask, ModularLoadManager
 from lbreplay.kernel.placement import clear_preallocations
@@ -67,8 +70,7 @@ class ModularLeader:
         write = self._write_reports(view)
         ld = self._leader_view(ownership.layout, view.bundle_values, write, view.alive, view.ts_ms, view.listings)
         samples = int(write.sum())
-        quota_ms = conf["loadBalancerResourceQuotaUpdateIntervalMinutes"] * 60_000
-        if self.quota_task.due(view.ts_ms, quota_ms):
+        if self._task_runs(self.quota_task, view, conf["loadBalancerResourceQuotaUpdateIntervalMinutes"]):
             samples += 1
         active = frozenset(ld.brokers.ids)
         if samples or active != self._active:  # updateAll (a report written, a broker came or went)
@@ -91,7 +93,7 @@ class ModularLeader:
                 decisions += self._split(ld, view, ownership, to_assign)
                 assert self.ld is not None
                 ld = self.ld
-        if self.shedding_task.due(view.ts_ms, conf["loadBalancerSheddingIntervalMinutes"] * 60_000):
+        if self._task_runs(self.shedding_task, view, conf["loadBalancerSheddingIntervalMinutes"]):
             decisions += self._shed(ld, view, ownership, to_assign)
         pending = list(dict.fromkeys(to_assign + ownership.layout.unowned()))
         if pending and view.alive.any() and view.apply:
@@ -99,6 +101,14 @@ class ModularLeader:
         if self.store is not None and self.ld is not None:
             self.store.note_held(self.ld.bundles, view.ts_ms)
         return decisions
+
+    @staticmethod
+    def _task_runs(task: LeaderTask, view: LoadView, interval_minutes: int) -> bool:
+        """Does a timed task (``LoadSheddingTask``, ``LoadResourceQuotaUpdaterTask``) run at this tick: at its timer
+        minutes when the leader's election is known, else an interval after its last run."""
+        if view.timer_minute is not None:
+            return runs_at(view.timer_minute, int(interval_minutes))
+        return task.due(view.ts_ms, int(interval_minutes) * 60_000)
 
     def score(self, weighted_max: np.ndarray, shedder_state: dict | None = None) -> np.ndarray:
         """Each broker's score as the shedding strategy keeps it (AvgShedder's average), else the weighted max."""

@@ -26,9 +26,10 @@ import numpy as np
 from pyspark.sql import functions as F
 
 from lbreplay.errors import InvalidInputError, UsageError
+from lbreplay.kernel.leader_election import count_timer_minutes
 from lbreplay.lake import tables
 from lbreplay.lake.delta_log import delta_version
-from lbreplay.lake.dump_tables import BUNDLE_DATA
+from lbreplay.lake.dump_tables import BUNDLE_DATA, LEADER_ELECTION
 from lbreplay.lake.storage import (
     path_exists,
     plain_parquet_files,
@@ -56,8 +57,10 @@ LEAD_IN_MS = 120 * 60_000
 # --------------------------------------------------------------------------------------------- inputs
 def input_versions(spark: SparkSession, lake: str, cluster: str) -> dict[str, int]:
     """Current Delta version of each input table that exists (from the Delta log, no Spark job), ``bundle_data``
-    included (the leader's stored BundleData, :mod:`~lbreplay.replay.stored_bundle_data`)."""
-    return {name: v for name, table in {**tables.INPUT_TABLES, BUNDLE_DATA.name: BUNDLE_DATA}.items()
+    (the leader's stored BundleData, :mod:`~lbreplay.replay.stored_bundle_data`) and ``leader_election`` (the
+    leader's shedding timer, :mod:`~lbreplay.kernel.leader_election`) included."""
+    extra = {BUNDLE_DATA.name: BUNDLE_DATA, LEADER_ELECTION.name: LEADER_ELECTION}
+    return {name: v for name, table in {**tables.INPUT_TABLES, **extra}.items()
             if (v := delta_version(spark, lake, table)) is not None}
 
 
@@ -192,7 +195,8 @@ def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, in
     parts = max(1, min(int(spark.sparkContext.defaultParallelism), MAX_STREAM_FILES))
 
     def broker_side() -> tuple[list[str], CpuCalibration, bool]:
-        """The broker universe, the load model's calibration, then the broker and bundle parts."""
+        """The broker universe, the load model's calibration, then the broker and bundle parts (and whether they
+        are report versions)."""
         brokers = sorted(r[0] for r in broker_load.select("broker").distinct().collect())
         if not brokers and window is not None:
             raise UsageError(f"{window.flag_text()}: cluster {cluster!r} has no ticks in {window.describe()}")
@@ -228,8 +232,12 @@ def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, in
 
     (brokers, calib, versioned), (namespaces, files), stored = run_concurrently(
         broker_side, namespace_side, lambda: write_stored_bundle_data(spark, lake, cluster, versions, window, stream))
+    elections, timer_ticks, lead_in_timer = leader_timer(spark, lake, cluster, versions, window, broker_load) \
+        if versioned else (None, 0, 0)
     manifest = StreamManifest(brokers, namespaces, calib.cpu_base.tolist(), calib.cpu_per_msg.tolist(), has_topics,
-                              stream, versioned=versioned, bundle_data=stored, lead_in_ticks=lead_in_ticks)
+                              stream, versioned=versioned, bundle_data=stored,
+                              lead_in_ticks=lead_in_ticks + lead_in_timer, leader_elections=elections,
+                              timer_ticks=timer_ticks)
     if files is not None:
         manifest.topic_files = files
         manifest.topic_window_us = list(window.epoch_micros()) if window else [None, None]
@@ -259,6 +267,25 @@ def read_with_lead_in(spark: SparkSession, lake: str, cluster: str, versions: di
         raise UsageError(f"{window.flag_text()}: cluster {cluster!r} has no ticks in {window.describe()}")
     return (with_lead, read_pinned(spark, lake, "bundle_load", versions, cluster, lead), broker_load,
             ticks.get(True, 0), True)
+
+
+def leader_timer(spark: SparkSession, lake: str, cluster: str, versions: dict[str, int], window: TimeWindow | None,
+                 broker_load: DataFrame) -> tuple[list[int] | None, int, int]:
+    """A recording's leader elections (before the window's end; None without any), the timer ticks the task adds to
+    the stream's report versions ``broker_load`` (each timer minute from its first to its last,
+    :func:`~lbreplay.kernel.leader_election.timer_minutes`) and how many of them fall before the window's start."""
+    if LEADER_ELECTION.name not in versions:
+        return None, 0, 0
+    before_end = TimeWindow(None, window.end) if window is not None and window.end is not None else None
+    elections = sorted(int(r[0]) for r in read_pinned(spark, lake, LEADER_ELECTION.name, versions, cluster, before_end)
+                       .select(F.unix_millis("ts")).collect())
+    span = broker_load.agg(F.min(F.unix_millis("ts")), F.max(F.unix_millis("ts"))).first() if elections else None
+    if span is None or span[0] is None:
+        return None, 0, 0
+    first, last = int(span[0]), int(span[1])
+    start_us = window.epoch_micros()[0] if window is not None else None
+    start_ms = start_us // 1000 if start_us is not None else first
+    return elections, count_timer_minutes(elections, first, last), count_timer_minutes(elections, first, start_ms - 1)
 
 
 def write_stored_bundle_data(spark: SparkSession, lake: str, cluster: str, versions: dict[str, int],

@@ -64,6 +64,9 @@ class ObservedTick:
     # universe row, index into bundle_names, values (K, 6)); a bundle may be listed by two brokers. None: the
     # one-owner view (bundle_owner) says it all.
     listings: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    # a recording whose leader's election is known (kernel.leader_election): at a tick of its timer, the whole
+    # minutes since the election; 0 at a report tick. None: the election is not known.
+    timer_minute: int | None = None
 
 
 @dataclass
@@ -137,6 +140,7 @@ class LoadView:
     apply: bool = True  # closed loop: decisions change the ownership; audit: they are only recorded
     # audit of report versions: each held report's lastStats entries (broker universe row, layout row, values)
     listings: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    timer_minute: int | None = None  # ObservedTick.timer_minute: when the leader's timed tasks run
 
     @property
     def msg_rate(self) -> np.ndarray:

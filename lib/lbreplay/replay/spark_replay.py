@@ -44,7 +44,6 @@ from lbreplay.replay.preparation import input_versions, namespace_policies_json,
 from lbreplay.replay.records import RunSpec
 from lbreplay.replay.replay_task import run_partition
 from lbreplay.replay.run_config import expand_grid, resolve_run_config
-from lbreplay.replay.tick_stream import stream_ticks
 from lbreplay.spark import get_spark, lake_path
 
 if TYPE_CHECKING:
@@ -122,7 +121,7 @@ def execute(
         specs = [(pulsar, {**replay, "window": window.to_json()}) for pulsar, replay in specs]
     _progress(quiet, f"tick stream ready in {time.time() - t0:.1f}s; replaying {len(specs)} run(s)")
     runs = _run_rows(cluster, specs, run_ids, seed, versions)
-    total_ticks = stream_ticks(manifest.stream) - manifest.lead_in_ticks
+    total_ticks = manifest.ticks - manifest.lead_in_ticks
     spec_rows = _task_specs(cluster, runs, total_ticks, max(1, int(spark.sparkContext.defaultParallelism)))
     rdd = spark.sparkContext.parallelize(spec_rows, numSlices=len(spec_rows))
     progress_dir = None

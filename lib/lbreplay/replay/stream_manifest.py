@@ -7,11 +7,12 @@ import json
 from dataclasses import asdict, dataclass
 
 import numpy as np
+import pyarrow.dataset as ds
 
 from lbreplay.lake.tables import RESOURCES
 from lbreplay.replay.load_model import CpuCalibration
 
-STREAM_FORMAT = 10  # part of the cache key: bump when the stream's layout changes
+STREAM_FORMAT = 11  # part of the cache key: bump when the stream's layout changes
 BROKER_COLUMNS = ("broker_index", *(f"{r}_{k}" for r in RESOURCES for k in ("usage", "limit")), "last_update_ms")
 LOAD_COLUMNS = ("msg_throughput_in", "msg_throughput_out", "msg_rate_in", "msg_rate_out", "sessions")
 BUNDLE_COLUMNS = (*LOAD_COLUMNS, "topics")  # the bundle part's loads (the engine's load vector order)
@@ -34,6 +35,15 @@ class StreamManifest:
     versioned: bool = False
     bundle_data: bool = False  # a bundle_data part: the recorded BundleData versions (the metadata store's)
     lead_in_ticks: int = 0  # ticks before the window's start (numbered -n..-1): audit warm-up only
+    # a recording's leader elections (epoch ms, kernel.leader_election): the task adds a tick at every timer
+    # minute from the broker part's first tick to its last (timer_ticks of them, lead_in_ticks counts its own)
+    leader_elections: list[int] | None = None
+    timer_ticks: int = 0
+
+    @property
+    def ticks(self) -> int:
+        """Ticks the task replays: the broker part's rows plus the timer ticks."""
+        return int(ds.dataset(f"{self.stream}/brokers", format="parquet").count_rows()) + self.timer_ticks
 
     def calibration(self) -> CpuCalibration:
         return CpuCalibration(np.array(self.cpu_base), np.array(self.cpu_per_msg))

@@ -6,6 +6,7 @@ not grow with the history and nothing of the history reaches the driver.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 import os
@@ -14,9 +15,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from lbreplay.kernel.leader_election import timer_minutes
 from lbreplay.replay.records import ObservedTick
 from lbreplay.replay.stored_bundle_data import STORED_COLUMNS, StoredBundleData
 from lbreplay.replay.stream_manifest import BUNDLE_COLUMNS, RESOURCES, TOPIC_COLUMNS, StreamManifest
@@ -26,11 +27,6 @@ BATCH_TICKS = 8
 FLAT_BATCH_ROWS = 1 << 16
 
 BrokerRow = tuple[int, dict[str, Any], int]  # (ts_ms, the columns of its batch, its row in the batch)
-
-
-def stream_ticks(path: str) -> int:
-    """Number of ticks in a prepared stream (Parquet footers of its broker part only)."""
-    return int(ds.dataset(f"{path}/brokers", format="parquet").count_rows())
 
 
 def _part_files(path: str) -> list[str]:
@@ -119,7 +115,35 @@ def ticks_from_stream(manifest: StreamManifest, hold_ms: int | None = None) -> I
     (``manifest.versioned``) is turned into the leader's held view (:func:`held_reports`)."""
     ticks = _stream_ticks(manifest)
     out = held_reports(ticks, len(manifest.broker_ids), hold_ms) if manifest.versioned else ticks
+    if manifest.leader_elections:
+        out = with_leader_timer(out, manifest.leader_elections)
     return _numbered_from_window(out, manifest.lead_in_ticks) if manifest.lead_in_ticks else out
+
+
+def with_leader_timer(ticks: Iterator[ObservedTick], elections_ms: list[int]) -> Iterator[ObservedTick]:
+    """The leader's held view also at each of its timer minutes (``kernel.leader_election``: when its shedding and
+    quota tasks can run), between the stream's first tick and its last; a timer minute at a report write's time
+    comes after it. Every tick says its timer minute (0: a report tick) and the ticks are numbered anew in order."""
+    timer: Iterator[tuple[int, int]] | None = None
+    pending: tuple[int, int] | None = None
+    last: ObservedTick | None = None
+    n = 0
+    for obs in ticks:
+        if timer is None:
+            timer = timer_minutes(elections_ms, obs.ts_ms)
+            pending = next(timer, None)
+        while last is not None and pending is not None and pending[0] < obs.ts_ms:
+            yield dataclasses.replace(last, tick=n, ts_ms=pending[0], timer_minute=pending[1])
+            n += 1
+            pending = next(timer, None)
+        obs.tick, obs.timer_minute = n, 0
+        n += 1
+        yield obs
+        last = obs
+        while pending is not None and pending[0] == obs.ts_ms:
+            yield dataclasses.replace(obs, tick=n, timer_minute=pending[1])
+            n += 1
+            pending = next(timer, None)
 
 
 def _numbered_from_window(ticks: Iterator[ObservedTick], lead_in: int) -> Iterator[ObservedTick]:

@@ -1,0 +1,42 @@
+"""The modular leader's timed tasks, started when a broker becomes leader.
+
+``PulsarService.startLeaderElectionService``: on ``LeaderElectionState.Leading`` the broker runs
+``startLoadBalancerTasks``, which starts ``LoadSheddingTask`` (its first run ``loadBalancerSheddingIntervalMinutes``
+after the election, each next one the same delay after the last: ``LoadSheddingTask.run`` re-schedules itself) and
+``LoadResourceQuotaUpdaterTask`` (fixed rate, ``loadBalancerResourceQuotaUpdateIntervalMinutes``). Both intervals
+are whole minutes, so every run of either falls on a whole minute after the election: the leader's *timer
+minutes*. A shedding run's own duration (milliseconds) delays the next one; that drift is not modelled. A new
+election (another broker, or the same one again) starts both tasks afresh.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+MINUTE_MS = 60_000
+
+
+def timer_minutes(elections_ms: Sequence[int], first_ms: int, last_ms: int | None = None) -> Iterator[tuple[int, int]]:
+    """``(time, minutes since the election)`` of every whole minute after each election, from ``first_ms`` to
+    ``last_ms`` (both inclusive; no end when None), in time order; each election's until the next one."""
+    elections = sorted(set(elections_ms))
+    for i, elected in enumerate(elections):
+        until = elections[i + 1] if i + 1 < len(elections) else None
+        minute = max(1, -(-(first_ms - elected) // MINUTE_MS))  # the first whole minute at or after first_ms
+        while True:
+            t = elected + minute * MINUTE_MS
+            if (until is not None and t >= until) or (last_ms is not None and t > last_ms):
+                break
+            yield t, minute
+            minute += 1
+
+
+def count_timer_minutes(elections_ms: Sequence[int], first_ms: int, last_ms: int) -> int:
+    """How many timer minutes :func:`timer_minutes` gives from ``first_ms`` to ``last_ms``."""
+    return sum(1 for _ in timer_minutes(elections_ms, first_ms, last_ms))
+
+
+def runs_at(minute: int, interval_minutes: int) -> bool:
+    """Does a task of ``interval_minutes`` run at timer minute ``minute``? (Its first run is one interval after
+    the election; an interval of 0 re-schedules it at once, so it runs at every timer minute.)"""
+    return minute > 0 and (interval_minutes <= 0 or minute % interval_minutes == 0)
