@@ -5,7 +5,7 @@ validated and replayed in-process on the test session (``local[2]``, 2 shuffle p
 sweep of the grid (``ref-01`` threshold 5, ``ref-02`` threshold 10, what-if), an audit (``audit-2``: observed
 mode, seed 7, 2 tick slices) and a sample dump ingested as cluster ``ing-ref``. The commands under test run as
 their own ``lbreplay`` processes (``local[1]``), as a user or the Airflow DAG starts them, and are compared by
-content hash (``harness.run_id_content``: every output table's rows of the run, sorted, without ``run_id``):
+content hash (``harness.run_ids_content``: every output table's rows of the run, sorted, without ``run_id``):
 
 * Crash: an ``ingest`` of another cluster, an audit ``replay`` and a ``sweep`` start together and each is killed
   (``kill -9`` of its process group: Python and its JVM) at a point of a seeded schedule: after its k-th progress
@@ -40,7 +40,7 @@ from typing import Any
 
 import pytest
 
-from tests.hostile.harness import REPO, Outcome, cli, finish, on_lake, run_id_content, runs_rows, spawn
+from tests.hostile.harness import REPO, Outcome, cli, finish, on_lake, run_ids_content, runs_rows, spawn
 
 SCENARIO = "brokers: 3\nnamespaces: 1\nbundles_per_namespace: 4\ntopics: 40\nticks: 12\nevents:\n  - {at_tick: 6, leave: 1}\n"
 GRID = ("pulsar:\n  loadBalancerLoadSheddingStrategy: org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder\n"
@@ -73,7 +73,11 @@ def _commands(lake: str, grid: str, i: int) -> dict[str, list[str]]:
 
 @pytest.fixture(scope="module")
 def tiny(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The lake (path with a space), the grid file, and the references' content."""
+    """The lake (path with a space), the grid file, and the references' content (the sweep and the audit replayed
+    by the driver function the commands call, in one job)."""
+    from lbreplay.replay.run_config import expand_grid, resolve_run_config
+    from lbreplay.replay.spark_replay import execute
+
     work = tmp_path_factory.mktemp("reliability")
     lake = str(work / "tiny lake")
     (work / "tiny.yaml").write_text(SCENARIO, encoding="utf-8")
@@ -82,26 +86,32 @@ def tiny(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]
     with on_lake(spark, lake):
         _ok(cli(spark, "generate", "--scenario", str(work / "tiny.yaml"), "--cluster", "a", "--lake", lake, "--quiet"))
         _ok(cli(spark, "validate", "--cluster", "a", "--lake", lake))
-        _ok(cli(spark, "sweep", "--cluster", "a", "--grid", str(grid), "--run-id-prefix", "ref", "--lake", lake,
-                "--quiet"))
-        _ok(cli(spark, "replay", "--cluster", "a", *AUDIT, "--run-id", "audit-2", "--lake", lake, "--quiet"))
+        # the sweep's two what-if runs and the audit (--mode observed --seed 7) in one replay job
+        audit = resolve_run_config(None, None, [*BASE[1::2], "replay.mode=observed", "replay.seed=7"])
+        execute(spark, lake, "a", [*expand_grid(str(grid)), audit], run_ids=["ref-01", "ref-02", "audit-2"],
+                quiet=True)
         _ok(cli(spark, "ingest", "--source", str(SAMPLES), "--cluster", "ing-ref", "--lake", lake, "--quiet"))
-    return {"lake": lake, "grid": str(grid), **{rid: run_id_content(spark, lake, rid)
-                                                for rid in ("ref-01", "ref-02", "audit-2")}}
+    return {"lake": lake, "grid": str(grid), **run_ids_content(spark, lake, ["ref-01", "ref-02", "audit-2"])}
 
 
-def _input_content(spark: Any, lake: str, cluster: str) -> dict[str, list[str]]:
+def _input_content(spark: Any, lake: str, clusters: list[str]) -> dict[str, dict[str, list[str]]]:
+    """Per cluster, every ingest table's rows (sorted JSON, without the cluster), each table read once."""
+    from pyspark.sql import functions as F
+
     from lbreplay.lake.ingest import INGEST_TABLES
     from lbreplay.lake.tables import table_location
 
-    out = {}
+    out: dict[str, dict[str, list[str]]] = {c: {} for c in clusters}
     for t in INGEST_TABLES:
         path = table_location(lake, t.name)
         if not (Path(path) / "_delta_log").is_dir():
             continue
-        df = spark.read.format("delta").load(path).where(f"cluster = '{cluster}'").drop("cluster")
-        out[t.name] = sorted(json.dumps(r.asDict(recursive=True), sort_keys=True, default=str) for r in df.collect())
-    return out
+        for c in clusters:
+            out[c][t.name] = []
+        for r in spark.read.format("delta").load(path).where(F.col("cluster").isin(clusters)).collect():
+            d = r.asDict(recursive=True)
+            out[d.pop("cluster")][t.name].append(json.dumps(d, sort_keys=True, default=str))
+    return {c: {name: sorted(rows) for name, rows in tables.items()} for c, tables in out.items()}
 
 
 def _kill_at(argv: list[str], markers: list[str], phase: int, delay: float) -> tuple[bool, bool, Outcome]:
@@ -141,14 +151,19 @@ def _kill_at(argv: list[str], markers: list[str], phase: int, delay: float) -> t
     return alive, on_schedule.is_set(), Outcome(proc.returncode, out, "".join(err))
 
 
-def _visible(spark: Any, lake: str, run_id: str) -> dict[str, int]:
-    """Rows of ``run_id`` the views show (they show only succeeded runs)."""
+def _visible(spark: Any, lake: str, run_ids: list[str]) -> dict[str, dict[str, int]]:
+    """Per run id, the rows each view shows of it (they show only succeeded runs)."""
     from lbreplay.lake.views import VIEW_NAMES, ensure_views
 
+    out = {rid: dict.fromkeys(VIEW_NAMES, 0) for rid in run_ids}
+    listed = ", ".join(f"'{rid}'" for rid in run_ids)
     with on_lake(spark, lake):
         ensure_views(spark, lake)
-        return {v: spark.sql(f"SELECT count(*) AS n FROM lbreplay.{v} WHERE run_id = '{run_id}'").first()["n"]
-                for v in VIEW_NAMES}
+        for v in VIEW_NAMES:
+            for r in spark.sql(f"SELECT run_id, count(*) AS n FROM lbreplay.{v} WHERE run_id IN ({listed}) "
+                               "GROUP BY run_id").collect():
+                out[r["run_id"]][v] = r["n"]
+    return out
 
 
 def _rerun_together(spark: Any, lake: str, argv: dict[str, list[str]], audit_id: str) -> dict[str, Outcome]:
@@ -184,7 +199,7 @@ def test_kill_9_then_rerun_together_leaves_the_undisturbed_result(spark: Any, ti
     lake = tiny["lake"]
     rng = random.Random(20261126)
     landed: list[tuple[str, int, float]] = []
-    ref_visible = _visible(spark, lake, "ref-01")
+    ref_visible = _visible(spark, lake, ["ref-01"])["ref-01"]
     for i in range(CRASH_POINTS):
         argv = _commands(lake, tiny["grid"], i)
         audit_id, sweep_ids = f"crash-audit-{i}", [f"crash-sweep-{i}-01", f"crash-sweep-{i}-02"]
@@ -202,13 +217,14 @@ def test_kill_9_then_rerun_together_leaves_the_undisturbed_result(spark: Any, ti
         assert all(seen for _, seen, _ in kills.values()), {n: k[2].err[-2000:] for n, k in kills.items() if not k[1]}
         landed += [(name, *plan[name]) for name, (alive, _, _) in kills.items() if alive]
         # between the kill and the re-run: a run is succeeded and complete, or absent from the views
+        visible = _visible(spark, lake, [audit_id, *sweep_ids])
         for rid, ref in ((audit_id, "audit-2"), (sweep_ids[0], "ref-01"), (sweep_ids[1], "ref-02")):
             rows = runs_rows(spark, lake, rid)
             if rows:  # killed after the runs row: then the run is complete
                 assert [r["status"] for r in rows] == ["succeeded"], (rid, plan)
-                assert run_id_content(spark, lake, rid) == tiny[ref], (rid, plan)
+                assert run_ids_content(spark, lake, [rid])[rid] == tiny[ref], (rid, plan)
             else:
-                assert _visible(spark, lake, rid) == {v: 0 for v in ref_visible}, f"orphan rows of {rid} @{plan}"
+                assert visible[rid] == {v: 0 for v in ref_visible}, f"orphan rows of {rid} @{plan}"
         if i == 0:  # and the re-run starts on a cold cache again: both prepare it concurrently
             shutil.rmtree(Path(lake) / "_replay_cache", ignore_errors=True)
         results = _rerun_together(spark, lake, argv, audit_id)
@@ -218,14 +234,17 @@ def test_kill_9_then_rerun_together_leaves_the_undisturbed_result(spark: Any, ti
             chatter = [ln for ln in res.err.splitlines() if " WARN " in ln or "log4j" in ln or " INFO " in ln]
             assert chatter == [], (name, chatter[:5])
         assert results["sweep"].out.split() == sweep_ids
-        assert _input_content(spark, lake, f"ing-crash-{i}") == _input_content(spark, lake, "ing-ref"), plan
+        inputs = _input_content(spark, lake, [f"ing-crash-{i}", "ing-ref"])
+        assert inputs[f"ing-crash-{i}"] == inputs["ing-ref"], plan
         # local[1] (1 tick slice, 8 shuffle partitions) equals local[2] (2 slices, 2 shuffle partitions)
-        assert run_id_content(spark, lake, audit_id) == tiny["audit-2"], plan
-        assert run_id_content(spark, lake, sweep_ids[0]) == tiny["ref-01"], plan
-        assert run_id_content(spark, lake, sweep_ids[1]) == tiny["ref-02"], plan
+        content = run_ids_content(spark, lake, [audit_id, *sweep_ids])
+        assert content[audit_id] == tiny["audit-2"], plan
+        assert content[sweep_ids[0]] == tiny["ref-01"], plan
+        assert content[sweep_ids[1]] == tiny["ref-02"], plan
         for rid in (audit_id, *sweep_ids):
             assert [r["status"] for r in runs_rows(spark, lake, rid)] == ["succeeded"], (rid, plan)
-        assert _visible(spark, lake, audit_id) == _visible(spark, lake, "audit-2")
+        visible = _visible(spark, lake, [audit_id, "audit-2"])
+        assert visible[audit_id] == visible["audit-2"]
     print(f"kill -9 landed while running: {landed}")
     assert landed  # at least one kill fell while its command ran
     with on_lake(spark, lake):
@@ -254,5 +273,6 @@ def test_same_decisions_whatever_the_shuffle_partitions(spark: Any, tiny: dict[s
             assert spark.conf.get("spark.sql.shuffle.partitions") == "5"
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", partitions)
-    assert run_id_content(spark, lake, "shape-p5") == tiny["audit-2"]
-    assert run_id_content(spark, lake, "shape-cl") == tiny["ref-01"]
+    content = run_ids_content(spark, lake, ["shape-p5", "shape-cl"])
+    assert content["shape-p5"] == tiny["audit-2"]
+    assert content["shape-cl"] == tiny["ref-01"]

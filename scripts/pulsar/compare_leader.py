@@ -2,7 +2,8 @@
 broker.conf) and compare the audit's UNLOAD / SPLIT decisions with the leader's logged ones, per tick.
 
 usage: python scripts/pulsar/compare_leader.py --dump DIR --work DIR [--cluster NAME] [--require 0.95]
-Exit 0 when the agreement reaches --require (default 0.95) with no unexplained difference, else 1.
+Exit 0 when the agreement reaches --require (default 0.95) with no unexplained difference and every shedding run
+the leader logged falls within 1 s of one of the audit's (the recorded election's timer), else 1.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ def main() -> int:
     report = check(a.dump, a.work, a.cluster, conf if conf.exists() else None)
     print(render(report))
     print(f"report: {a.work / 'report' / 'comparison.json'}")
-    ok = report.get("result") == "compared" and report["agreement"] >= a.require
+    runs = report.get("shedding_runs") or {}
+    timed = runs.get("leader_within_1s", 0) == runs.get("leader", 0)
+    ok = report.get("result") == "compared" and report["agreement"] >= a.require and timed
     return 0 if ok else 1
 
 

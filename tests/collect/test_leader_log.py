@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from lbreplay.collect.leader_log import Decision, compare, parse_leader_log
 
 # The two INFO lines of Pulsar 4.0.7's ModularLoadManagerImpl (doLoadShedding / checkNamespaceBundleSplit), as
@@ -58,3 +61,42 @@ def test_failed_split_retry_is_not_a_decision() -> None:
     ds = parse_leader_log(lines)
     assert [(d.action, d.outcome) for d in ds] == [("SPLIT", "succeeded")]
     assert [d.outcome for d in parse_leader_log(lines, attempts=True)] == ["succeeded", "failed"]
+
+
+def _shedder_line(ts: str, broker: str) -> str:
+    """A DEBUG line ThresholdShedder logs for each broker it looks at, as the live test's brokers log it."""
+    return (f"127.0.0.1:18083 {ts}+0000 [pulsar-load-manager-1-1] DEBUG org.apache.pulsar.broker.loadbalance.impl."
+            f"ThresholdShedder - [{broker}] broker is not overloaded, ignoring at this point (0.11)")
+
+
+def test_shedding_runs_are_the_bursts_of_the_strategys_lines() -> None:
+    """LoadSheddingTask runs doLoadShedding on the load manager's executor: each run logs one line per broker
+    within milliseconds; runs are a minute apart. Lines of other threads (the split check's) are not runs."""
+    from lbreplay.collect.leader_log import shedding_runs
+
+    lines = [_shedder_line(f"2026-11-26T21:{m}:53,{ms}", b) for m, ms in (("16", "921"), ("17", "951"))
+             for b in ("127.0.0.1:18081", "127.0.0.1:18082")]
+    lines.append("127.0.0.1:18083 2026-11-26T21:16:49,174+0000 [pulsar-modular-load-manager-30-1] INFO  "
+                 "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl - Load-manager splitting bundle x")
+    assert shedding_runs(lines) == [1_795_727_813_921, 1_795_727_873_951]
+
+
+@pytest.mark.parametrize(("second", "within"), [("54", 4), ("24", 0)])
+def test_shedding_timer_check_against_the_leaders_runs(tmp_path: Path, second: str, within: int) -> None:
+    """The audit's shedding instants (the recorded election 20:38:53.992 + k minutes, kernel.leader_election)
+    against the leader's runs in its log: runs logged 64 ms after them all match within 1 s; runs half a minute
+    off (a leader timed otherwise) match none."""
+    import shutil
+
+    from lbreplay.collect.audit_check import shedding_timer_check
+    from lbreplay.lake.ingest import read_dumps
+
+    sample = Path(__file__).resolve().parents[2] / "data" / "samples" / "real-modular-3brokers"
+    dump = tmp_path / "dump"
+    shutil.copytree(sample, dump)
+    with (dump / "leader-decisions.log").open("a", encoding="utf-8") as f:
+        for minute in range(40, 44):
+            f.write(_shedder_line(f"2026-11-25T20:{minute}:{second},056", "127.0.0.1:18081") + "\n")
+    got = shedding_timer_check(dump, read_dumps(dump, "x").rows, dump / "broker.conf")
+    assert (got["leader"], got["elections"], got["leader_within_1s"]) == (4, 1, within)
+    assert got["audit"] >= 4 and (within == 0 or got["max_offset_ms"] == 64)

@@ -102,21 +102,27 @@ def finish(proc: subprocess.Popen[str], timeout: float = 1200) -> Outcome:
     return Outcome(proc.returncode, out, err)
 
 
-def run_id_content(spark: Any, lake: str, run_id: str) -> dict[str, str]:
-    """Content hash per output table of one run (rows sorted, run_id and wall-clock columns left out, and the
-    task's peak RSS: a measurement of the process, not an outcome of the replay)."""
+def run_ids_content(spark: Any, lake: str, run_ids: list[str]) -> dict[str, dict[str, str]]:
+    """Content hash per output table of each run (rows sorted, run_id and wall-clock columns left out, and the
+    task's peak RSS: a measurement of the process, not an outcome of the replay), each table read once."""
+    from pyspark.sql import functions as F
+
     from lbreplay.lake.tables import OUTPUT_TABLES, table_location
 
-    hashes = {}
-    for name, table in OUTPUT_TABLES.items():
+    rows: dict[str, dict[str, list[str]]] = {rid: {} for rid in run_ids}
+    for name in OUTPUT_TABLES:
         if name == "runs":
             continue
-        df = spark.read.format("delta").load(table_location(lake, name)).where(f"run_id = '{run_id}'").drop("run_id")
+        df = spark.read.format("delta").load(table_location(lake, name)).where(F.col("run_id").isin(run_ids))
         if name == "run_metrics":
             df = df.where("metric != 'task_peak_rss_mb'")
-        rows = sorted(json.dumps(r.asDict(recursive=True), sort_keys=True, default=str) for r in df.collect())
-        hashes[name] = hashlib.sha256("\n".join(rows).encode()).hexdigest()[:16]
-    return hashes
+        for rid in run_ids:
+            rows[rid][name] = []
+        for r in df.collect():
+            d = r.asDict(recursive=True)
+            rows[d.pop("run_id")][name].append(json.dumps(d, sort_keys=True, default=str))
+    return {rid: {name: hashlib.sha256("\n".join(sorted(lines)).encode()).hexdigest()[:16]
+                  for name, lines in tables.items()} for rid, tables in rows.items()}
 
 
 def runs_rows(spark: Any, lake: str, run_id: str) -> list[dict[str, Any]]:

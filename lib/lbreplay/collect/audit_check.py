@@ -21,7 +21,7 @@ from datetime import UTC
 from pathlib import Path
 from typing import Any
 
-from lbreplay.collect.leader_log import Comparison, Decision, compare, parse_leader_log
+from lbreplay.collect.leader_log import Comparison, Decision, compare, parse_leader_log, shedding_runs
 from lbreplay.collect.leader_view import (
     held_at,
     recorded_versions,
@@ -118,6 +118,36 @@ def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
+def shedding_timer_check(dump: Path, rows: dict[str, list[dict[str, Any]]], broker_conf: Path | None) -> dict[str, Any]:
+    """The leader's shedding runs (its log) against the audit's: the timer minutes of the recorded election
+    (``kernel.leader_election``) at the shedding interval, between the first and the last report version."""
+    from datetime import datetime, timedelta, timezone
+
+    from lbreplay.kernel.config import PulsarConfig, parse_broker_conf, typed_overrides
+    from lbreplay.kernel.leader_election import runs_at, timer_minutes
+
+    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+    def ms(ts: datetime) -> int:
+        return (ts - epoch) // timedelta(milliseconds=1)
+
+    overrides = typed_overrides(parse_broker_conf(broker_conf.read_text(encoding="utf-8")), path=str(broker_conf)) \
+        if broker_conf else {}
+    interval = int(PulsarConfig.resolve(overrides)["loadBalancerSheddingIntervalMinutes"])
+    reports = [ms(r["ts"]) for r in rows.get("broker_load", [])]
+    elections = [ms(r["ts"]) for r in rows.get("leader_election", [])]
+    log = dump / "leader-decisions.log"
+    if not reports or not log.exists():
+        return {"leader": 0, "audit": 0}
+    first, last = min(reports), max(reports)
+    audit = [t for t, minute in timer_minutes(elections, first, last) if runs_at(minute, interval)]
+    leader = [t for t in shedding_runs(log.read_text(encoding="utf-8").splitlines()) if first <= t <= last]
+    offsets = [min((t - a for a in audit), key=abs) for t in leader] if audit else []
+    return {"leader": len(leader), "audit": len(audit), "elections": len(elections),
+            "leader_within_1s": sum(abs(o) <= 1_000 for o in offsets),
+            "max_offset_ms": max((abs(o) for o in offsets), default=None)}
+
+
 def check(dump: Path, work: Path, cluster: str, broker_conf: Path | None, spark: Any = None,
           master: str = "local[2]", lake: str | None = None) -> dict[str, Any]:
     """Run ingest -> validate -> replay --mode observed -> compare; returns the report (also written as JSON)."""
@@ -139,6 +169,7 @@ def check(dump: Path, work: Path, cluster: str, broker_conf: Path | None, spark:
                               "leader_unloads": sum(d.action == "UNLOAD" for d in leader),
                               "leader_splits": sum(d.action == "SPLIT" for d in leader)}
     dumped = ingest(spark, lake, dump, cluster)
+    report["shedding_runs"] = shedding_timer_check(dump, dumped.rows, broker_conf)
     report["raw"] = {"files": dumped.files, "reports": dumped.reports, "ticks": dumped.ticks,
                      "rows": {k: len(v) for k, v in dumped.rows.items()}}
     raw = validate(spark, lake, cluster)
@@ -213,6 +244,11 @@ def render(report: dict[str, Any]) -> str:
                      f"{lv['stale_claims_dropped']} stale double claims dropped; validation "
                      f"{'passed' if lv['validation_passed'] else 'FAILED'}")
         lines += [f"  {x}" for x in lv.get("validation", [])[:20]]
+    sr = report.get("shedding_runs") or {}
+    if sr.get("leader"):
+        lines.append(f"shedding runs: leader {sr['leader']}, audit {sr['audit']} (timer of {sr['elections']} recorded "
+                     f"election(s)); {sr['leader_within_1s']} of the leader's within 1 s of the audit's, "
+                     f"largest offset {sr['max_offset_ms']} ms")
     lines.append(f"result: {report.get('result')}")
     if report.get("result") == "compared":
         lines.append(f"audit run {report['run_id']} on {report['audited_cluster']} {report['audited_ticks']}: "

@@ -94,6 +94,24 @@ def parse_leader_log(lines: Iterable[str], attempts: bool = False) -> list[Decis
     return sorted(out, key=lambda d: (d.at_ms, d.action, d.bundle))
 
 
+_SHEDDER_LINE = re.compile(r"\[pulsar-load-manager-[\w-]*\] \w+ +org\.apache\.pulsar\.broker\.loadbalance\.impl\."
+                           r"(ThresholdShedder|OverloadShedder|UniformLoadShedder|AvgShedder|ModularLoadManagerImpl)")
+
+
+def shedding_runs(lines: Iterable[str], gap_ms: int = 5_000) -> list[int]:
+    """When the leader's ``LoadSheddingTask`` ran (epoch ms of each run's first line): the lines its shedding
+    strategy or ``doLoadShedding`` logs on the load manager's executor thread (``pulsar-load-manager-*``; a
+    strategy logs each broker it looks at under DEBUG), one run per burst of lines ``gap_ms`` apart."""
+    times = sorted(_epoch_ms(m) for line in lines if _SHEDDER_LINE.search(line) and (m := _TS.search(line)))
+    runs: list[int] = []
+    last = 0
+    for t in times:
+        if not runs or t - last > gap_ms:
+            runs.append(t)
+        last = t
+    return runs
+
+
 @dataclass
 class Comparison:
     """Per tick, the leader's decisions matched to the audit's (same action, bundle, source broker)."""
