@@ -283,8 +283,10 @@ class Floor:
         stale = (self.rep >= 0) & (~alive[r] | (write[r] & (self.owner != self.rep)))
         self.rep[stale] = -1
 
-        # updateAll: one updateBundleData sample per written report (+ the 15-min bundle-data write)
-        samples = int(write.sum())
+        # updateAll: one updateBundleData sample per written report (+ the 15-min bundle-data write, which samples
+        # but checks no split: writeBundleDataOnZooKeeper)
+        writes = int(write.sum())
+        samples = writes
         if self.last_quota is None:
             self.last_quota = ts
         elif ts - self.last_quota >= self.quota_ms:
@@ -318,7 +320,7 @@ class Floor:
         self.overloaded = self.w_over > self.overload
 
         to_assign: list[int] = []  # split children by global ring start (rows move when the layout changes)
-        if samples and self.split and len(self.alive_rows) > 1:
+        if writes and self.split and len(self.alive_rows) > 1:
             out += self._split_check(tick, to_assign)
 
         # doLoadShedding on its interval

@@ -16,7 +16,8 @@
   ``loadBalancerResourceQuotaUpdateIntervalMinutes`` (``ModularLoadManagerImpl#updateAll`` /
   ``writeBundleDataOnZooKeeper``), ``TimeAverageMessageData#update`` (a running mean over at most 1,000 samples),
   ``BundleSplitterTask#findBundlesToSplit`` (long-term rate/throughput, topics >= 2), and
-  ``ModularLoadManagerImpl#checkNamespaceBundleSplit`` dropping the parent's BundleData before it splits.
+  ``ModularLoadManagerImpl#checkNamespaceBundleSplit`` (the end of ``updateAll``, so after a written report only:
+  ``writeBundleDataOnZooKeeper`` samples but checks no split) dropping the parent's BundleData before it splits.
 """
 
 from __future__ import annotations
@@ -180,6 +181,7 @@ def expected_audit_splits(spark: Any, lake: str, cluster: str) -> dict[tuple[int
         if seen.get(r.broker, object()) != r.last_update:
             samples[tick_of[r.ts]] += 1
         seen[r.broker] = r.last_update
+    writes = list(samples)  # updateAll (a sample and the split check) per written report
     last_quota = ticks[0]
     for i, ts in enumerate(ticks[1:], start=1):
         if (ts - last_quota).total_seconds() >= QUOTA_MINUTES * 60:
@@ -203,7 +205,7 @@ def expected_audit_splits(spark: Any, lake: str, cluster: str) -> dict[tuple[int
                 n = min(n + 1, LONG_TERM_SAMPLES)
                 rate += (row.rate - rate) / n
                 thr += (row.thr - thr) / n
-            if row.topics < 2:
+            if row.topics < 2 or not writes[t]:  # writeBundleDataOnZooKeeper samples but checks no split
                 continue
             reason = ("Topics" if row.topics > MAX_TOPICS else "Sessions" if row.sessions > MAX_SESSIONS
                       else "MsgRate" if rate > MAX_MSG_RATE else "Bandwidth" if thr > MAX_BANDWIDTH else None)

@@ -21,7 +21,14 @@ from datetime import UTC
 from pathlib import Path
 from typing import Any
 
-from lbreplay.collect.leader_log import Comparison, Decision, compare, parse_leader_log, shedding_runs
+from lbreplay.collect.leader_log import (
+    Comparison,
+    Decision,
+    compare,
+    parse_leader_log,
+    shedding_runs,
+    shedding_views,
+)
 from lbreplay.collect.leader_view import (
     held_at,
     recorded_versions,
@@ -143,9 +150,34 @@ def shedding_timer_check(dump: Path, rows: dict[str, list[dict[str, Any]]], brok
     audit = [t for t, minute in timer_minutes(elections, first, last) if runs_at(minute, interval)]
     leader = [t for t in shedding_runs(log.read_text(encoding="utf-8").splitlines()) if first <= t <= last]
     offsets = [min((t - a for a in audit), key=abs) for t in leader] if audit else []
+    views = [(t, b, pct) for t, b, pct in shedding_views(log.read_text(encoding="utf-8").splitlines())
+             if first <= t <= last]
+    versions = recorded_versions(dump, "brokers")
+    equal = 0
+    for t, broker, pct in views:
+        s = min(audit, key=lambda a: abs(t - a)) if audit else None
+        held = held_at(versions.get(broker, []), s) if s is not None and abs(t - s) <= 1_000 else None
+        equal += held is not None and _printed_usage(json.loads(held.path.read_bytes())) == pct
     return {"leader": len(leader), "audit": len(audit), "elections": len(elections),
             "leader_within_1s": sum(abs(o) <= 1_000 for o in offsets),
-            "max_offset_ms": max((abs(o) for o in offsets), default=None)}
+            "max_offset_ms": max((abs(o) for o in offsets), default=None),
+            "views": len(views), "views_equal": equal}
+
+
+def _printed_usage(report: dict[str, Any]) -> dict[str, str]:
+    """``LocalBrokerData.printResourceUsage()`` of a report: ``ResourceUsage.percentUsage()`` (float arithmetic)
+    of each resource, as Java's ``%.2f`` prints it (the shortest decimal of the value, rounded half up)."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    import numpy as np
+
+    out = {}
+    for key in ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut"):
+        r = report.get(key) or {}
+        usage, limit = np.float32(r.get("usage", 0.0)), np.float32(r.get("limit", 0.0))
+        percent = float((usage / limit if limit > 0 else np.float32(0)) * np.float32(100))
+        out[key] = str(Decimal(repr(percent)).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
+    return out
 
 
 def check(dump: Path, work: Path, cluster: str, broker_conf: Path | None, spark: Any = None,
@@ -248,7 +280,8 @@ def render(report: dict[str, Any]) -> str:
     if sr.get("leader"):
         lines.append(f"shedding runs: leader {sr['leader']}, audit {sr['audit']} (timer of {sr['elections']} recorded "
                      f"election(s)); {sr['leader_within_1s']} of the leader's within 1 s of the audit's, "
-                     f"largest offset {sr['max_offset_ms']} ms")
+                     f"largest offset {sr['max_offset_ms']} ms; {sr.get('views_equal')} of the {sr.get('views')} "
+                     "reports its strategy printed are those held at the audit's timer ticks")
     lines.append(f"result: {report.get('result')}")
     if report.get("result") == "compared":
         lines.append(f"audit run {report['run_id']} on {report['audited_cluster']} {report['audited_ticks']}: "

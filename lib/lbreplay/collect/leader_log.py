@@ -112,6 +112,23 @@ def shedding_runs(lines: Iterable[str], gap_ms: int = 5_000) -> list[int]:
     return runs
 
 
+_NOT_OVERLOADED = re.compile(r"ThresholdShedder - \[(?P<broker>[^\]]+)\] broker is not overloaded, ignoring at this point "
+                             r"\((?P<usage>[^)]*)\)")
+_PERCENT = re.compile(r"(\w+): (-?[\d.]+|NaN|-?Infinity)%")
+
+
+def shedding_views(lines: Iterable[str]) -> list[tuple[int, str, dict[str, str]]]:
+    """What ThresholdShedder read at each run (DEBUG): per broker it did not find overloaded, the held report's
+    ``LocalBrokerData.printResourceUsage()`` (each resource's ``percentUsage()``, ``%.2f``): (time, broker,
+    {resource: printed percent})."""
+    out = []
+    for line in lines:
+        m, m_ts = _NOT_OVERLOADED.search(line), _TS.search(line)
+        if m and m_ts:
+            out.append((_epoch_ms(m_ts), m.group("broker"), dict(_PERCENT.findall(m.group("usage")))))
+    return out
+
+
 @dataclass
 class Comparison:
     """Per tick, the leader's decisions matched to the audit's (same action, bundle, source broker)."""

@@ -6,8 +6,9 @@ Each tick
    history shows a new report): the leader only sees the last written report, bundles included;
 2. each written report triggers ``updateAll`` = ``cleanupDeadBrokersData`` (``onActiveBrokersChange`` on both
    strategies; also when a broker comes or goes) and one ``updateBundleData`` sample of every reported bundle, and
-   the 15-min bundle-data write (``LoadResourceQuotaUpdaterTask``) one more (PULSAR-LB-SPEC.md §1.7); the
-   split check (``checkNamespaceBundleSplit``) runs after ``updateAll``;
+   the 15-min bundle-data write (``LoadResourceQuotaUpdaterTask`` -> ``writeBundleDataOnZooKeeper``) one more
+   (PULSAR-LB-SPEC.md §1.7); the split check (``checkNamespaceBundleSplit``) ends ``updateAll``, so it runs
+   after a report write only;
 3. every ``loadBalancerSheddingIntervalMinutes`` the leader runs ``doLoadShedding`` (``LoadSheddingTask``): in a
    recording whose leader's election is known, at the timer minutes it started (``kernel.leader_election``),
    else at the first tick an interval after the last run;
@@ -69,11 +70,12 @@ class ModularLeader:
         conf = self.conf
         write = self._write_reports(view)
         ld = self._leader_view(ownership.layout, view.bundle_values, write, view.alive, view.ts_ms, view.listings)
-        samples = int(write.sum())
+        writes = int(write.sum())
+        samples = writes  # updateAll per written report; the quota task's writeBundleDataOnZooKeeper samples once
         if self._task_runs(self.quota_task, view, conf["loadBalancerResourceQuotaUpdateIntervalMinutes"]):
             samples += 1
         active = frozenset(ld.brokers.ids)
-        if samples or active != self._active:  # updateAll (a report written, a broker came or went)
+        if writes or active != self._active:  # updateAll (a report written, a broker came or went)
             self.manager.cleanup_dead_brokers_data(active)
             self._active = active
         stored = None
@@ -89,7 +91,7 @@ class ModularLeader:
                 ld.bundles.has_bundle_data &= ld.bundles.owner >= 0
             clear_preallocations(ld)
             self.manager.leader(ld).reload(ld)
-            if conf["loadBalancerAutoBundleSplitEnabled"]:
+            if writes and conf["loadBalancerAutoBundleSplitEnabled"]:  # updateAll ends with the split check
                 decisions += self._split(ld, view, ownership, to_assign)
                 assert self.ld is not None
                 ld = self.ld

@@ -1,0 +1,72 @@
+"""The committed recording with the leader's shedding runs (data/samples/real-modular-shedding-timer): the audit
+sheds on the leader's timer (``PulsarService.startLoadBalancerTasks`` -> ``LoadSheddingTask``, modelled by
+``kernel.leader_election`` from the recorded ``/loadbalance/leader`` election) and holds, at each run, the reports
+the leader's ThresholdShedder printed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from lbreplay.collect.audit_check import _printed_usage, leader_decisions, shedding_timer_check
+from lbreplay.collect.leader_log import shedding_runs, shedding_views
+from lbreplay.collect.leader_view import held_at, recorded_versions
+from lbreplay.lake.ingest import read_dumps
+
+SAMPLE = Path(__file__).resolve().parents[2] / "data" / "samples" / "real-modular-shedding-timer"
+
+
+def test_each_shedding_run_holds_the_reports_the_leader_printed() -> None:
+    """The leader's 9 runs (21:16:53.921, then a minute after each run) each fall within 1 s of one of the audit's
+    timer ticks (the election at 21:15:53.848 + k minutes; the leader's lag grows by the runs' own durations), and
+    every report ThresholdShedder printed at a run (27: 3 brokers x 9 runs) is the version held at that tick."""
+    got = shedding_timer_check(SAMPLE, read_dumps(SAMPLE, "timer").rows, SAMPLE / "broker.conf")
+    assert (got["elections"], got["leader"], got["audit"], got["leader_within_1s"]) == (1, 9, 9, 9)
+    assert 60 <= got["max_offset_ms"] <= 200
+    assert (got["views"], got["views_equal"]) == (27, 27)
+
+
+def test_shedding_at_report_writes_held_other_reports() -> None:
+    """The audit's rule before the timer (shed at the first report write an interval after the last run,
+    ``LeaderTask``) ran at other instants: at them, only some of the printed reports were the ones held."""
+    from lbreplay.kernel.modular_load_manager import LeaderTask
+
+    lines = (SAMPLE / "leader-decisions.log").read_text(encoding="utf-8").splitlines()
+    versions = recorded_versions(SAMPLE, "brokers")
+    task, at_writes = LeaderTask(), []
+    for t in sorted({v.mtime for vs in versions.values() for v in vs}):
+        if task.due(t, 60_000):
+            at_writes.append(t)
+    views = shedding_views(lines)
+    same = sum(_printed_usage(json.loads(held_at(versions[b], min(at_writes, key=lambda a: abs(a - t))).path
+                                          .read_bytes())) == pct for t, b, pct in views)  # type: ignore[union-attr]
+    assert len(at_writes) < len(shedding_runs(lines)) and same < len(views) == 27
+
+
+def test_engine_on_the_timer_makes_the_leaders_decisions_and_no_unload() -> None:
+    """The audit's engine over the recorded versions with the timer ticks of the recorded election: the leader's 4
+    splits from the same owners at the same report writes, and ThresholdShedder unloads nothing at its 9 runs, as
+    the leader's printed "not overloaded" for every broker."""
+    import numpy as np
+
+    from lbreplay.kernel.config import parse_broker_conf, typed_overrides
+    from lbreplay.replay.engine import Replay
+    from lbreplay.replay.load_model import CpuCalibration
+    from lbreplay.replay.records import RunSpec, StaticInputs
+    from lbreplay.replay.tick_stream import held_reports, with_leader_timer
+    from tests.collect.test_real_sample import _version_ticks
+
+    conf = typed_overrides(parse_broker_conf((SAMPLE / "broker.conf").read_text(encoding="utf-8")), path="broker.conf")
+    brokers = recorded_versions(SAMPLE, "brokers")
+    ids = sorted(brokers)
+    static = StaticInputs(ids, ["lb/hot"], CpuCalibration(np.zeros(len(ids)), np.zeros(len(ids))))
+    replay = Replay(RunSpec("timer", "timer", "observed", conf), static)
+    hold = (int(replay.conf["loadBalancerReportUpdateMaxIntervalMinutes"]) + 1) * 60_000
+    epoch_ms = [int(r["ts"].timestamp() * 1000) for r in read_dumps(SAMPLE, "timer").rows["leader_election"]]
+    ticks = list(with_leader_timer(held_reports(iter(_version_ticks(brokers, ids)), len(ids), hold), epoch_ms))
+    assert sum(1 for t in ticks if t.timer_minute) >= 9
+    decisions = [d for obs in ticks for d in replay.step(obs).decisions]
+    leader = [d for d in leader_decisions(SAMPLE) if d.action in ("SPLIT", "UNLOAD")]
+    assert [(d.action, d.bundle, d.source_broker) for d in decisions] == [(d.action, d.bundle, d.source) for d in leader]
+    assert all(0 <= d.at_ms - a.ts_ms < 500 for d, a in zip(leader, decisions))
+    assert len(leader) == 4
