@@ -4,6 +4,7 @@
 #   (traffic.py), stop everything by PID, keep the leader's decision lines, then ingest, validate, replay
 #   --mode observed with the brokers' broker.conf and compare the audit with the leader (compare_leader.py).
 # usage: scripts/pulsar/live-test.sh [--minutes 15] [--brokers 3] [--work DIR] [--load-manager modular]
+#   (TRAFFIC_ARGS: extra flags for traffic.py, e.g. "--hot-rate 400 --tail-rate 150")
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -43,7 +44,7 @@ EXT=(); [ "$LM" = extensible ] && EXT=(--service-url pulsar://127.0.0.1:16651)
 echo $! > "$WORK/collect.pid"
 sleep 5
 "$PY" "$HERE/traffic.py" --admin-url "$(head -1 "$RUN/admin-urls.txt")" --service-url pulsar://127.0.0.1:16651 \
-  --cluster "$(cat "$RUN/cluster.txt")" > "$WORK/traffic.log" 2>&1 &
+  --cluster "$(cat "$RUN/cluster.txt")" ${TRAFFIC_ARGS:-} > "$WORK/traffic.log" 2>&1 &
 echo $! > "$WORK/traffic.pid"
 echo "live-test: recording $MINUTES min (+1) into $DUMP (collect log: $WORK/collect.log)"
 # resource use of the cluster, sampled once a minute (RSS MiB and CPU seconds per process)
