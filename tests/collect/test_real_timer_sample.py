@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lbreplay.collect.audit_check import _printed_usage, leader_decisions, shedding_timer_check
+from lbreplay.collect.audit_check import printed_resource_usage, leader_decisions, shedding_timer_check
 from lbreplay.collect.leader_log import shedding_runs, shedding_views
 from lbreplay.collect.leader_view import held_at, recorded_versions
 from lbreplay.lake.ingest import read_dumps
@@ -38,7 +38,7 @@ def test_shedding_at_report_writes_held_other_reports() -> None:
         if task.due(t, 60_000):
             at_writes.append(t)
     views = shedding_views(lines)
-    same = sum(_printed_usage(json.loads(held_at(versions[b], min(at_writes, key=lambda a: abs(a - t))).path
+    same = sum(printed_resource_usage(json.loads(held_at(versions[b], min(at_writes, key=lambda a: abs(a - t))).path
                                           .read_bytes())) == pct for t, b, pct in views)  # type: ignore[union-attr]
     assert len(at_writes) < len(shedding_runs(lines)) and same < len(views) == 27
 

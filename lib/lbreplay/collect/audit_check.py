@@ -148,23 +148,23 @@ def shedding_timer_check(dump: Path, rows: dict[str, list[dict[str, Any]]], brok
         return {"leader": 0, "audit": 0}
     first, last = min(reports), max(reports)
     audit = [t for t, minute in timer_minutes(elections, first, last) if runs_at(minute, interval)]
-    leader = [t for t in shedding_runs(log.read_text(encoding="utf-8").splitlines()) if first <= t <= last]
+    lines = log.read_text(encoding="utf-8").splitlines()
+    leader = [t for t in shedding_runs(lines) if first <= t <= last]
     offsets = [min((t - a for a in audit), key=abs) for t in leader] if audit else []
-    views = [(t, b, pct) for t, b, pct in shedding_views(log.read_text(encoding="utf-8").splitlines())
-             if first <= t <= last]
+    views = [(t, b, pct) for t, b, pct in shedding_views(lines) if first <= t <= last]
     versions = recorded_versions(dump, "brokers")
     equal = 0
     for t, broker, pct in views:
         s = min(audit, key=lambda a: abs(t - a)) if audit else None
         held = held_at(versions.get(broker, []), s) if s is not None and abs(t - s) <= 1_000 else None
-        equal += held is not None and _printed_usage(json.loads(held.path.read_bytes())) == pct
+        equal += held is not None and printed_resource_usage(json.loads(held.path.read_bytes())) == pct
     return {"leader": len(leader), "audit": len(audit), "elections": len(elections),
             "leader_within_1s": sum(abs(o) <= 1_000 for o in offsets),
             "max_offset_ms": max((abs(o) for o in offsets), default=None),
             "views": len(views), "views_equal": equal}
 
 
-def _printed_usage(report: dict[str, Any]) -> dict[str, str]:
+def printed_resource_usage(report: dict[str, Any]) -> dict[str, str]:
     """``LocalBrokerData.printResourceUsage()`` of a report: ``ResourceUsage.percentUsage()`` (float arithmetic)
     of each resource, as Java's ``%.2f`` prints it (the shortest decimal of the value, rounded half up)."""
     from decimal import ROUND_HALF_UP, Decimal
