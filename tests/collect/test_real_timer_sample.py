@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lbreplay.collect.audit_check import printed_resource_usage, leader_decisions, shedding_timer_check
+from lbreplay.collect.audit_check import leader_decisions, printed_resource_usage, shedding_timer_check
 from lbreplay.collect.leader_log import shedding_runs, shedding_views
 from lbreplay.collect.leader_view import held_at, recorded_versions
 from lbreplay.lake.ingest import read_dumps
