@@ -17,13 +17,14 @@ SAMPLE = Path(__file__).resolve().parents[2] / "data" / "samples" / "real-modula
 
 
 def test_each_shedding_run_holds_the_reports_the_leader_printed() -> None:
-    """The leader's 9 runs (21:16:53.921, then a minute after each run) each fall within 1 s of one of the audit's
-    timer ticks (the election at 21:15:53.848 + k minutes; the leader's lag grows by the runs' own durations), and
-    every report ThresholdShedder printed at a run (27: 3 brokers x 9 runs) is the version held at that tick."""
+    """The leader's 8 runs while reports were recorded (23:04:16.387, then a minute after each run) each fall within
+    1 s of one of the audit's timer ticks (the election at 23:03:16.369 + k minutes; the leader's lag grows by the
+    runs' own durations), and every report ThresholdShedder printed for a broker it did not find overloaded (20)
+    is the version held at that tick."""
     got = shedding_timer_check(SAMPLE, read_dumps(SAMPLE, "timer").rows, SAMPLE / "broker.conf")
-    assert (got["elections"], got["leader"], got["audit"], got["leader_within_1s"]) == (1, 9, 9, 9)
-    assert 60 <= got["max_offset_ms"] <= 200
-    assert (got["views"], got["views_equal"]) == (27, 27)
+    assert (got["elections"], got["leader"], got["audit"], got["leader_within_1s"]) == (1, 8, 8, 8)
+    assert 10 <= got["max_offset_ms"] <= 300
+    assert (got["views"], got["views_equal"]) == (20, 20)
 
 
 def test_shedding_at_report_writes_held_other_reports() -> None:
@@ -40,13 +41,16 @@ def test_shedding_at_report_writes_held_other_reports() -> None:
     views = shedding_views(lines)
     same = sum(printed_resource_usage(json.loads(held_at(versions[b], min(at_writes, key=lambda a: abs(a - t))).path
                                           .read_bytes())) == pct for t, b, pct in views)  # type: ignore[union-attr]
-    assert len(at_writes) < len(shedding_runs(lines)) and same < len(views) == 27
+    assert len(at_writes) < len(shedding_runs(lines)) and same < len(views)
 
 
-def test_engine_on_the_timer_makes_the_leaders_decisions_and_no_unload() -> None:
-    """The audit's engine over the recorded versions with the timer ticks of the recorded election: the leader's 4
-    splits from the same owners at the same report writes, and ThresholdShedder unloads nothing at its 9 runs, as
-    the leader's printed "not overloaded" for every broker."""
+def test_engine_on_the_timer_makes_the_leaders_decisions() -> None:
+    """The audit's engine over the recorded versions with the timer ticks of the recorded election makes the
+    leader's 9 decisions: 6 splits from the same owners at the same report writes, and 3 ThresholdShedder unloads
+    (same bundle, same broker) at the leader's shedding runs. At the first run, 23:04:16, the shedding precedes
+    the quota task's sample (``startLoadBalancerTasks`` scheduled it first, for the same instant): the split parent
+    ``0x00000000_0x10000000``, dropped by the refused split retry, is not back in the BundleData yet, so the
+    leader unloads ``0x10000000_0x20000000``, as its log says."""
     import numpy as np
 
     from lbreplay.kernel.config import parse_broker_conf, typed_overrides
@@ -64,9 +68,11 @@ def test_engine_on_the_timer_makes_the_leaders_decisions_and_no_unload() -> None
     hold = (int(replay.conf["loadBalancerReportUpdateMaxIntervalMinutes"]) + 1) * 60_000
     epoch_ms = [int(r["ts"].timestamp() * 1000) for r in read_dumps(SAMPLE, "timer").rows["leader_election"]]
     ticks = list(with_leader_timer(held_reports(iter(_version_ticks(brokers, ids)), len(ids), hold), epoch_ms))
-    assert sum(1 for t in ticks if t.timer_minute) >= 9
+    assert sum(1 for t in ticks if t.timer_minute) >= 8
     decisions = [d for obs in ticks for d in replay.step(obs).decisions]
     leader = [d for d in leader_decisions(SAMPLE) if d.action in ("SPLIT", "UNLOAD")]
-    assert [(d.action, d.bundle, d.source_broker) for d in decisions] == [(d.action, d.bundle, d.source) for d in leader]
-    assert all(0 <= d.at_ms - a.ts_ms < 500 for d, a in zip(leader, decisions))
-    assert len(leader) == 4
+    assert sorted((d.action, d.bundle, d.source_broker, d.ts_ms // 60_000) for d in decisions) == sorted(
+        (d.action, d.bundle, d.source, d.at_ms // 60_000) for d in leader)
+    assert [d.action for d in leader].count("UNLOAD") == 3 and len(leader) == 9
+    runs = shedding_runs((SAMPLE / "leader-decisions.log").read_text(encoding="utf-8").splitlines())
+    assert all(any(0 <= r - d.ts_ms < 1_000 for r in runs) for d in decisions if d.action == "UNLOAD")

@@ -72,8 +72,16 @@ class ModularLeader:
         ld = self._leader_view(ownership.layout, view.bundle_values, write, view.alive, view.ts_ms, view.listings)
         writes = int(write.sum())
         samples = writes  # updateAll per written report; the quota task's writeBundleDataOnZooKeeper samples once
-        if self._task_runs(self.quota_task, view, conf["loadBalancerResourceQuotaUpdateIntervalMinutes"]):
-            samples += 1
+        quota = self._task_runs(self.quota_task, view, conf["loadBalancerResourceQuotaUpdateIntervalMinutes"])
+        shed = self._task_runs(self.shedding_task, view, conf["loadBalancerSheddingIntervalMinutes"])
+        decisions: list[Decision] = []
+        to_assign: list[str] = []
+        if shed and quota and view.timer_minute == int(conf["loadBalancerSheddingIntervalMinutes"]):
+            # both tasks' first runs fall at the same instant: startLoadBalancerTasks scheduled LoadSheddingTask
+            # first, so it runs first (later, its runs lag the quota task's fixed rate by their own durations)
+            decisions += self._shed(ld, view, ownership, to_assign)
+            shed = False
+        samples += int(quota)
         active = frozenset(ld.brokers.ids)
         if writes or active != self._active:  # updateAll (a report written, a broker came or went)
             self.manager.cleanup_dead_brokers_data(active)
@@ -84,8 +92,6 @@ class ModularLeader:
             stored = functools.partial(self.store.seed, now_ms=view.ts_ms)
         for _ in range(samples):
             update_bundle_data(ld, stored)
-        decisions: list[Decision] = []
-        to_assign: list[str] = []
         if samples:
             if self.profile.drop_unreported_bundle_data:
                 ld.bundles.has_bundle_data &= ld.bundles.owner >= 0
@@ -95,7 +101,7 @@ class ModularLeader:
                 decisions += self._split(ld, view, ownership, to_assign)
                 assert self.ld is not None
                 ld = self.ld
-        if self._task_runs(self.shedding_task, view, conf["loadBalancerSheddingIntervalMinutes"]):
+        if shed:
             decisions += self._shed(ld, view, ownership, to_assign)
         pending = list(dict.fromkeys(to_assign + ownership.layout.unowned()))
         if pending and view.alive.any() and view.apply:
