@@ -9,8 +9,9 @@
 # usage: scripts/pulsar/start-cluster.sh [--run-dir DIR] [--brokers N] [--load-manager modular|extensible]
 #            [--cpu-quota CORES] [--cluster NAME] [--port-offset K]
 # Prints the admin URLs, the metadata store and the broker.conf the brokers ran.
-# Environment: LB_THRESHOLD_PERCENT (loadBalancerBrokerThresholdShedderPercentage, default 3) and
-# LB_HISTORY_PERCENTAGE (loadBalancerHistoryResourcePercentage, default 0.9).
+# Environment: LB_THRESHOLD_PERCENT (loadBalancerBrokerThresholdShedderPercentage, default 1) and
+# LB_HISTORY_PERCENTAGE (loadBalancerHistoryResourcePercentage, default 0.5: the smoothed usage follows a
+# change within minutes, so an 8-minute test sees unloads).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -149,10 +150,10 @@ loadBalancerSheddingGracePeriodMinutes=1
 loadBalancerReportUpdateMaxIntervalMinutes=1
 loadBalancerResourceQuotaUpdateIntervalMinutes=1
 # brokers on one machine differ by a few CPU points only (loopback traffic is not NIC bandwidth): a low threshold
-loadBalancerBrokerThresholdShedderPercentage=${LB_THRESHOLD_PERCENT:-3}
+loadBalancerBrokerThresholdShedderPercentage=${LB_THRESHOLD_PERCENT:-1}
 # ThresholdShedder skips a broker whose planned offload is under this many MB/s (default 10): 0 for a small test
 loadBalancerBundleUnloadMinThroughputThreshold=0
-loadBalancerHistoryResourcePercentage=${LB_HISTORY_PERCENTAGE:-0.9}
+loadBalancerHistoryResourcePercentage=${LB_HISTORY_PERCENTAGE:-0.5}
 loadBalancerCPUResourceWeight=1.0
 loadBalancerMemoryResourceWeight=0.0
 loadBalancerDirectMemoryResourceWeight=0.0
