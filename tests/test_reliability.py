@@ -26,7 +26,6 @@ content hash (``harness.run_ids_content``: every output table's rows of the run,
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import re
@@ -40,7 +39,7 @@ from typing import Any
 
 import pytest
 
-from tests.hostile.harness import REPO, Outcome, cli, finish, on_lake, run_ids_content, runs_rows, spawn
+from tests.hostile.harness import REPO, Outcome, cli, finish, on_lake, rows_by, run_ids_content, runs_rows, spawn
 
 SCENARIO = "brokers: 3\nnamespaces: 1\nbundles_per_namespace: 4\ntopics: 40\nticks: 12\nevents:\n  - {at_tick: 6, leave: 1}\n"
 GRID = ("pulsar:\n  loadBalancerLoadSheddingStrategy: org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder\n"
@@ -96,22 +95,11 @@ def tiny(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]
 
 def _input_content(spark: Any, lake: str, clusters: list[str]) -> dict[str, dict[str, list[str]]]:
     """Per cluster, every ingest table's rows (sorted JSON, without the cluster), each table read once."""
-    from pyspark.sql import functions as F
-
     from lbreplay.lake.ingest import INGEST_TABLES
     from lbreplay.lake.tables import table_location
 
-    out: dict[str, dict[str, list[str]]] = {c: {} for c in clusters}
-    for t in INGEST_TABLES:
-        path = table_location(lake, t.name)
-        if not (Path(path) / "_delta_log").is_dir():
-            continue
-        for c in clusters:
-            out[c][t.name] = []
-        for r in spark.read.format("delta").load(path).where(F.col("cluster").isin(clusters)).collect():
-            d = r.asDict(recursive=True)
-            out[d.pop("cluster")][t.name].append(json.dumps(d, sort_keys=True, default=str))
-    return {c: {name: sorted(rows) for name, rows in tables.items()} for c, tables in out.items()}
+    present = [t.name for t in INGEST_TABLES if (Path(table_location(lake, t.name)) / "_delta_log").is_dir()]
+    return rows_by(spark, lake, present, "cluster", clusters)
 
 
 def _kill_at(argv: list[str], markers: list[str], phase: int, delay: float) -> tuple[bool, bool, Outcome]:

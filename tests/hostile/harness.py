@@ -16,7 +16,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 REPO = Path(__file__).resolve().parents[2]
 LBREPLAY = [sys.executable, "-m", "lbreplay.cli"]
@@ -102,27 +102,36 @@ def finish(proc: subprocess.Popen[str], timeout: float = 1200) -> Outcome:
     return Outcome(proc.returncode, out, err)
 
 
+def rows_by(spark: Any, lake: str, tables: Iterable[str], key: str, values: list[str],
+            where: dict[str, str] | None = None) -> dict[str, dict[str, list[str]]]:
+    """Per value of column ``key``, each table's rows with it (sorted JSON, ``key`` left out), each table read
+    once; ``where`` adds a filter per table name."""
+    from pyspark.sql import functions as F
+
+    from lbreplay.lake.tables import table_location
+
+    out: dict[str, dict[str, list[str]]] = {v: {} for v in values}
+    for name in tables:
+        df = spark.read.format("delta").load(table_location(lake, name)).where(F.col(key).isin(values))
+        if where and name in where:
+            df = df.where(where[name])
+        for v in values:
+            out[v][name] = []
+        for r in df.collect():
+            d = r.asDict(recursive=True)
+            out[d.pop(key)][name].append(json.dumps(d, sort_keys=True, default=str))
+    return {v: {name: sorted(rows) for name, rows in by_table.items()} for v, by_table in out.items()}
+
+
 def run_ids_content(spark: Any, lake: str, run_ids: list[str]) -> dict[str, dict[str, str]]:
     """Content hash per output table of each run (rows sorted, run_id and wall-clock columns left out, and the
     task's peak RSS: a measurement of the process, not an outcome of the replay), each table read once."""
-    from pyspark.sql import functions as F
+    from lbreplay.lake.tables import OUTPUT_TABLES
 
-    from lbreplay.lake.tables import OUTPUT_TABLES, table_location
-
-    rows: dict[str, dict[str, list[str]]] = {rid: {} for rid in run_ids}
-    for name in OUTPUT_TABLES:
-        if name == "runs":
-            continue
-        df = spark.read.format("delta").load(table_location(lake, name)).where(F.col("run_id").isin(run_ids))
-        if name == "run_metrics":
-            df = df.where("metric != 'task_peak_rss_mb'")
-        for rid in run_ids:
-            rows[rid][name] = []
-        for r in df.collect():
-            d = r.asDict(recursive=True)
-            rows[d.pop("run_id")][name].append(json.dumps(d, sort_keys=True, default=str))
-    return {rid: {name: hashlib.sha256("\n".join(sorted(lines)).encode()).hexdigest()[:16]
-                  for name, lines in tables.items()} for rid, tables in rows.items()}
+    rows = rows_by(spark, lake, [n for n in OUTPUT_TABLES if n != "runs"], "run_id", run_ids,
+                   where={"run_metrics": "metric != 'task_peak_rss_mb'"})
+    return {rid: {name: hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16] for name, lines in by_table.items()}
+            for rid, by_table in rows.items()}
 
 
 def runs_rows(spark: Any, lake: str, run_id: str) -> list[dict[str, Any]]:

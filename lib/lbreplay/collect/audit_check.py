@@ -130,17 +130,17 @@ def shedding_timer_check(dump: Path, rows: dict[str, list[dict[str, Any]]], brok
     (``kernel.leader_election``) at the shedding interval, between the first and the last report version."""
     from datetime import datetime, timedelta, timezone
 
-    from lbreplay.kernel.config import PulsarConfig, parse_broker_conf, typed_overrides
+    from lbreplay.kernel.config import PulsarConfig
     from lbreplay.kernel.leader_election import runs_at, timer_minutes
+    from lbreplay.replay.run_config import resolve_run_config
 
     epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
     def ms(ts: datetime) -> int:
         return (ts - epoch) // timedelta(milliseconds=1)
 
-    overrides = typed_overrides(parse_broker_conf(broker_conf.read_text(encoding="utf-8")), path=str(broker_conf)) \
-        if broker_conf else {}
-    interval = int(PulsarConfig.resolve(overrides)["loadBalancerSheddingIntervalMinutes"])
+    pulsar, _ = resolve_run_config(None, str(broker_conf) if broker_conf else None)  # the audit's keys
+    interval = int(PulsarConfig.resolve(pulsar)["loadBalancerSheddingIntervalMinutes"])
     reports = [ms(r["ts"]) for r in rows.get("broker_load", [])]
     elections = [ms(r["ts"]) for r in rows.get("leader_election", [])]
     log = dump / "leader-decisions.log"
