@@ -101,6 +101,12 @@ def test_commits_of_other_clusters_leave_a_validation_standing(spark, lake) -> N
     assert delta_log.cluster_untouched(spark, lake, tables.BROKER_LOAD, "val_ua", v0, v1)
     assert not delta_log.cluster_untouched(spark, lake, tables.BROKER_LOAD, "val_ub", v0, v1)
     assert val.validation_problems(spark, lake, "val_ua") == []
+    # since the table's creation (-1): a cluster that never had a file in it has no rows, read from the log; one
+    # ingested but never validated is refused, table by table
+    assert delta_log.cluster_untouched(spark, lake, tables.BROKER_LOAD, "val_never", -1, v1)
+    assert not delta_log.cluster_untouched(spark, lake, tables.BROKER_LOAD, "val_ub", -1, v1)
+    assert val.validation_problems(spark, lake, "val_never") == ["no input rows"]
+    assert "broker_load: not validated" in val.validation_problems(spark, lake, "val_ub")
     spark.sql(f"DELETE FROM delta.`{lake}/broker_load` WHERE cluster = 'val_ua' AND broker = 'broker-3:8080'")
     v2 = delta_log.delta_version(spark, lake, tables.BROKER_LOAD)
     assert not delta_log.cluster_untouched(spark, lake, tables.BROKER_LOAD, "val_ua", v0, v2)

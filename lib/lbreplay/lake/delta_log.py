@@ -40,8 +40,9 @@ def delta_version(spark: SparkSession, lake: str, table: Table) -> int | None:
 
 def cluster_untouched(spark: SparkSession, lake: str, table: Table, cluster: str, since: int, until: int) -> bool:
     """True when no Delta commit in ``(since, until]`` added or removed a file of ``cluster``'s partition or
-    changed the table's metadata: read from the commit files (``add`` / ``remove`` actions carry their
-    ``partitionValues``), no Spark job. False when a commit file is gone (log cleanup) or unreadable."""
+    changed the table's metadata (``since = -1``: since the table's creation, whose commit 0 sets it): read from
+    the commit files (``add`` / ``remove`` actions carry their ``partitionValues``), no Spark job. False when a
+    commit file is gone (log cleanup) or unreadable."""
     path = table_location(lake, table.name)
     try:
         jvm = spark._jvm
@@ -61,7 +62,7 @@ def cluster_untouched(spark: SparkSession, lake: str, table: Table, cluster: str
                 if not line.strip():
                     continue
                 action = json.loads(line)
-                if "metaData" in action:
+                if "metaData" in action and version > 0:
                     return False
                 for kind in ("add", "remove"):
                     if kind in action:

@@ -529,10 +529,13 @@ def validation_problems(spark: SparkSession, lake: str, cluster: str, tables: It
 
     def validated_data(table: Table) -> bool:
         """The cluster's rows are those its latest validation saw: the same Delta version, or later commits that
-        only touched other clusters (no fingerprint scan)."""
+        only touched other clusters; or, never validated, the cluster has never had a file in the table (both read
+        from the Delta log, no fingerprint scan)."""
         now, run = current[table.name], latest.get(table.name)
-        if now is None or run is None or run["delta_version"] is None:
+        if now is None:
             return False
+        if run is None or run["delta_version"] is None:
+            return run is None and cluster_untouched(spark, lake, table, cluster, -1, now)
         seen = int(run["delta_version"])
         return seen == now or 0 <= seen < now and cluster_untouched(spark, lake, table, cluster, seen, now)
 
