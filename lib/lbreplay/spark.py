@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,30 @@ def _remember_jars(spark: Any, cache: Path = CACHE_DIR) -> None:
         tmp.replace(manifest)
 
 
+def java_option(option: str) -> str:
+    """One JVM option in ``spark.driver.extraJavaOptions`` (split like a shell line: quoted if it has a space)."""
+    return f'"{option}"' if " " in option else option
+
+
+def class_archive(cache: Path = CACHE_DIR) -> Path:
+    """The driver JVM's class-data-sharing archive (JDK's AppCDS, ``-XX:SharedArchiveFile``), one per java binary,
+    pyspark and Delta: ``lbreplay.warm`` dumps it once from a short representative run. A JVM that finds it
+    unusable ignores it (``-Xlog:cds*=off`` keeps that quiet)."""
+    import hashlib
+
+    import pyspark
+
+    home = os.environ.get("JAVA_HOME")  # the java that Spark's launcher runs (bin/spark-class)
+    java = Path(home) / "bin" / "java" if home else Path(shutil.which("java") or "java")
+    try:
+        real = java.resolve()
+        stamp = f"{real}|{real.stat().st_mtime_ns}"
+    except OSError:
+        stamp = str(java)
+    key = f"{stamp}|{pyspark.__version__}|{Path(pyspark.__file__).parent}|{delta_artifact()}"
+    return cache / "jvm" / f"driver-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
+
+
 def lake_path(lake: str | os.PathLike[str] = DEFAULT_LAKE) -> str:
     """Absolute lake location; URIs (``s3a://``, ``abfss://`` …) are returned unchanged."""
     text = str(lake)
@@ -172,9 +197,15 @@ def configure_lbreplay(builder: Any, lake: str, *, master: str | None = None, co
         settings["spark.master"] = master or "local[*]"
         settings["spark.driver.memory"] = default_driver_memory()
         settings.update(delta_jar_conf())
+        options = []
         if os.environ.get("LBREPLAY_VERBOSE") != "1" and LOG4J2_CONF.is_file():
             # Spark's start-up chatter off (conf/spark/log4j2.properties); --verbose keeps Spark's default logging
-            settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={LOG4J2_CONF.as_uri()}"
+            options.append(f"-Dlog4j2.configurationFile={LOG4J2_CONF.as_uri()}")
+        archive = class_archive()
+        if archive.is_file():  # dumped by `make warm`: the driver JVM maps its classes instead of loading them
+            options += [java_option(f"-XX:SharedArchiveFile={archive}"), "-Xlog:cds*=off"]
+        if options:
+            settings["spark.driver.extraJavaOptions"] = " ".join(options)
     else:
         # the submitter's confs win over lbreplay's defaults (e.g. --conf spark.sql.shuffle.partitions=64)
         settings = {k: v for k, v in settings.items() if submitted_conf(k) is None}

@@ -1,0 +1,66 @@
+"""The driver JVM's class-data-sharing archive (JDK AppCDS): ``lbreplay.spark.class_archive`` names it per java,
+pyspark and Delta, ``lbreplay.warm`` dumps it (``make warm``), and every local session's driver JVM maps it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.hostile.harness import env
+
+PROBE = """
+import json, sys
+from pyspark.sql import SparkSession
+from lbreplay.spark import class_archive, configure_lbreplay
+b = configure_lbreplay(SparkSession.builder, sys.argv[1], master="local[1]")
+print(json.dumps({"archive": str(class_archive()), "options": b._options.get("spark.driver.extraJavaOptions", "")}))
+"""
+
+
+def _probe(cache: Path, **extra: str) -> dict[str, str]:
+    out = subprocess.run([sys.executable, "-c", PROBE, str(cache / "lake")], capture_output=True, text=True,
+                         env={**env(), "LBREPLAY_CACHE_DIR": str(cache), **extra}, timeout=120, check=True).stdout
+    return json.loads(out)
+
+
+def test_sessions_map_the_archive_once_it_exists(tmp_path: Path) -> None:
+    cache = tmp_path / "a cache"
+    before = _probe(cache)
+    archive = Path(before["archive"])
+    assert archive.parent == cache / "jvm" and archive.name.startswith("driver-") and archive.suffix == ".jsa"
+    assert "SharedArchiveFile" not in before["options"]
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(b"x")
+    after = _probe(cache)["options"]
+    # one option per archive path, quoted (the path has a space), and the JVM quiet if it cannot use it
+    assert f'"-XX:SharedArchiveFile={archive}"' in after and "-Xlog:cds*=off" in after
+    assert "-Dlog4j2.configurationFile=" in after
+
+
+def test_another_java_gets_another_archive(tmp_path: Path) -> None:
+    ours = _probe(tmp_path)["archive"]
+    other = _probe(tmp_path, JAVA_HOME=str(tmp_path / "another-jdk"))["archive"]
+    assert ours != other
+
+
+SESSION = """
+import sys
+from lbreplay.spark import class_archive, get_spark
+a = class_archive()
+assert a.is_file(), f"no class archive at {a}: run make warm"
+spark = get_spark(sys.argv[1], master="local[1]", conf={
+    "spark.driver.extraJavaOptions": f"-XX:SharedArchiveFile={a} -Xshare:on -Xlog:cds*=off"})
+print(spark.range(5).count())
+spark.stop()
+"""
+
+
+def test_the_warm_archive_maps_into_a_session_jvm(tmp_path: Path) -> None:
+    """``-Xshare:on`` makes the JVM refuse to start unless it maps the archive: the one ``make warm`` dumped fits
+    the JVM a session launches (same java, same class path)."""
+    done = subprocess.run([sys.executable, "-c", SESSION, str(tmp_path / "lake")], capture_output=True, text=True,
+                          env=env(), timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "5"
