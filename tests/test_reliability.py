@@ -13,12 +13,13 @@ content hash (``harness.run_ids_content``: every output table's rows of the run,
   preparation, replay, table commits) whatever the machine's speed. ``LBREPLAY_CRASH_POINTS`` points per command:
   1 in ``make test``, 10 in ``make test-crash``. Between the kill and the re-run the views show nothing of a run
   that is not complete, and a run is never ``succeeded`` unless complete.
-* Concurrency: the same three commands again, at the same time (the audit and the sweep as processes, for the first
-  point on a cold tick-stream cache, so both prepare it, each into its own directory, the first manifest published
-  standing; the ingest in the test's own process, a third writer without a third JVM start-up), with a second
-  writer of the audit's run id started while the first holds it (it fails at once with one line):
-  all finish, the lake equals the undisturbed references, one ``succeeded`` runs row per run id — the DAG's
-  parallel ``replay_baseline`` and ``sweep_candidates`` as a parallel executor would run them.
+* Concurrency: the same three commands again, at the same time (the audit and the sweep as processes, on the tick
+  stream the killed ones published or left half-written; the ingest in the test's own process, a third writer
+  without a third JVM start-up), with a second writer of the audit's run id started while the first holds it (it
+  fails at once with one line): all finish, the lake equals the undisturbed references, one ``succeeded`` runs row
+  per run id — the DAG's parallel ``replay_baseline`` and ``sweep_candidates`` as a parallel executor would run
+  them. (Two cold preparations of one stream at once, each into its own directory, the first manifest published
+  standing: ``tests/replay/test_spark_replay.py``.)
 * Determinism: the audit is the same as 1 tick slice (``local[1]``, the process above) and as 2 slices
   (``local[2]``); the sweep's what-if runs are the same in ``local[1]`` and ``local[2]``; and in-process, with 5
   shuffle partitions instead of the CLI's 8, the audit and a what-if run are unchanged.
@@ -213,8 +214,6 @@ def test_kill_9_then_rerun_together_leaves_the_undisturbed_result(spark: Any, ti
                 assert run_ids_content(spark, lake, [rid])[rid] == tiny[ref], (rid, plan)
             else:
                 assert visible[rid] == {v: 0 for v in ref_visible}, f"orphan rows of {rid} @{plan}"
-        if i == 0:  # and the re-run starts on a cold cache again: both prepare it concurrently
-            shutil.rmtree(Path(lake) / "_replay_cache", ignore_errors=True)
         results = _rerun_together(spark, lake, argv, audit_id)
         for name, res in results.items():
             assert res.code == 0, (name, plan, res.err[-3000:])
@@ -252,12 +251,11 @@ def test_same_decisions_whatever_the_shuffle_partitions(spark: Any, tiny: dict[s
     partitions = spark.conf.get("spark.sql.shuffle.partitions")
     sets = BASE[1::2]
     what_if = resolve_run_config(None, None, sets)
-    observed = resolve_run_config(None, None, [*sets, "replay.mode=observed"])
+    observed = resolve_run_config(None, None, [*sets, "replay.mode=observed", "replay.seed=7"])
     try:
         with on_lake(spark, lake):
             spark.conf.set("spark.sql.shuffle.partitions", "5")
-            execute(spark, lake, "a", [what_if], run_ids=["shape-cl"], quiet=True)
-            execute(spark, lake, "a", [observed], run_ids=["shape-p5"], seed=7, quiet=True)
+            execute(spark, lake, "a", [what_if, observed], run_ids=["shape-cl", "shape-p5"], quiet=True)
             assert spark.conf.get("spark.sql.shuffle.partitions") == "5"
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", partitions)

@@ -458,34 +458,7 @@ def test_replay_of_a_cluster_with_no_rows(spark: Any, lake: str, tmp_path: Path)
     refused(cli(spark, "replay", "--cluster", "h-nothing", "--lake", lake, "--quiet"), 3, r"h-nothing")
 
 
-# ------------------------------------------------------------------------------------- a replayable cluster
-@pytest.fixture(scope="module")
-def sample(spark: Any, lake: str) -> str:
-    res = _ingest(spark, lake, MODULAR, "h-ok")
-    assert res.code == 0, res.err
-    assert _validate(spark, lake, "h-ok").code == 0
-    return "h-ok"
-
-
-def test_window_with_no_ticks(spark: Any, lake: str, sample: str) -> None:
-    res = cli(spark, "replay", "--cluster", sample, "--from", "2030-01-01", "--to", "2030-01-02", "--lake", lake,
-              "--run-id", "h-window", "--quiet")
-    refused(res, 2, r"--from.*--to|no tick")
-
-
-def test_broker_conf_replay_records_typed_numbers(spark: Any, lake: str, sample: str, tmp_path: Path) -> None:
-    conf = tmp_path / "broker.conf"
-    conf.write_text("loadBalancerBrokerThresholdShedderPercentage=5\nloadBalancerBrokerThresholdShedderPercentage=7\n"
-                    "# loadBalancerSheddingEnabled=false\n", encoding="utf-8")
-    res = cli(spark, "replay", "--cluster", sample, "--broker-conf", str(conf), "--run-id", "h-conf", "--lake", lake,
-              "--quiet")
-    assert res.code == 0, res.err[-3000:]
-    row = spark.read.format("delta").load(f"{lake}/runs").where("run_id = 'h-conf'").first()
-    assert json.loads(row["config"]) == {"loadBalancerBrokerThresholdShedderPercentage": 7}
-    assert row["status"] == "succeeded"
-
-
-# ------------------------------------------------------------------------------------- damaged lakes
+# ------------------------------------------------------------------------- a replayable cluster, damaged lakes
 @pytest.fixture(scope="module")
 def good_lake(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> str:
     """A lake holding the validated modular sample as cluster ``s`` (its own lake: the cases below damage copies)."""
@@ -496,9 +469,32 @@ def good_lake(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> str:
     return lake
 
 
+def test_window_with_no_ticks(spark: Any, good_lake: str) -> None:
+    with on_lake(spark, good_lake):
+        res = cli(spark, "replay", "--cluster", "s", "--from", "2030-01-01", "--to", "2030-01-02", "--lake", good_lake,
+                  "--run-id", "h-window", "--quiet")
+    refused(res, 2, r"--from.*--to|no tick")
+
+
+def test_broker_conf_replay_records_typed_numbers(spark: Any, good_lake: str, tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("loadBalancerBrokerThresholdShedderPercentage=5\nloadBalancerBrokerThresholdShedderPercentage=7\n"
+                    "# loadBalancerSheddingEnabled=false\n", encoding="utf-8")
+    lake = good_lake
+    with on_lake(spark, lake):
+        res = cli(spark, "replay", "--cluster", "s", "--broker-conf", str(conf), "--run-id", "h-conf", "--lake", lake,
+                  "--quiet")
+    assert res.code == 0, res.err[-3000:]
+    row = spark.read.format("delta").load(f"{lake}/runs").where("run_id = 'h-conf'").first()
+    assert json.loads(row["config"]) == {"loadBalancerBrokerThresholdShedderPercentage": 7}
+    assert row["status"] == "succeeded"
+
+
 def _damaged(spark: Any, good: str, tmp_path: Path, damage: Callable[[Path], None]) -> tuple[Outcome, Outcome]:
     lake = tmp_path / "damaged lake"
-    shutil.copytree(good, lake)
+    # without the tick-stream cache, so the replay reads the damaged tables (from the cache it would replay the
+    # validated Delta versions as they were before the damage, unchanged)
+    shutil.copytree(good, lake, ignore=shutil.ignore_patterns("_replay_cache"))
     damage(lake)
     with on_lake(spark, str(lake)):
         val = _validate(spark, str(lake), "s")

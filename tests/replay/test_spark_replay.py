@@ -185,3 +185,29 @@ def test_window_replays_only_its_ticks(spark: Any, lake: str, runs: dict[str, st
                   window=window_from_flags("2030-01-01", "2030-01-02"))
     with pytest.raises(UsageError, match="--to 2026-01-01 must be later than --from 2026-01-01T00:10:00Z"):
         window_from_flags("2026-01-01T00:10:00Z", "2026-01-01")
+
+
+def test_two_cold_preparations_at_once_publish_one_complete_stream(spark: Any, lake: str, runs: dict[str, str]) -> None:
+    """Two replays preparing one tick stream at the same time (the DAG's parallel branches on a cold cache): each
+    writes its own directory, the first manifest published stands (``preparation.prepare``), both streams hold
+    the same rows, and the next replay reuses the published one."""
+    import json
+    import shutil
+    from concurrent.futures import ThreadPoolExecutor
+    from pathlib import Path
+
+    from lbreplay.replay.preparation import input_versions, prepare
+
+    versions = input_versions(spark, lake, CLUSTER)
+    shutil.rmtree(Path(lake) / "_replay_cache" / CLUSTER, ignore_errors=True)
+    with ThreadPoolExecutor(2) as pool:
+        both = list(pool.map(lambda _: prepare(spark, lake, CLUSTER, versions), range(2)))
+    (one, first), (two, second) = both
+    assert one != two  # each preparation wrote a directory of its own
+    published = json.loads(next((Path(lake) / "_replay_cache" / CLUSTER).glob("*/manifest.json")).read_text())
+    assert published["stream"] in (one, two)
+    assert first.ticks == second.ticks > 0 and first.broker_ids == second.broker_ids
+    for part in ("brokers", "bundles"):
+        a, b = (spark.read.parquet(f"{s}/{part}") for s in (one, two))
+        assert_df_equality(a, b, ignore_row_order=True)
+    assert prepare(spark, lake, CLUSTER, versions)[0] == published["stream"]
