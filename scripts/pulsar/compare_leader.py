@@ -4,7 +4,8 @@ broker.conf) and compare the audit's UNLOAD / SPLIT decisions with the leader's 
 usage: python scripts/pulsar/compare_leader.py --dump DIR --work DIR [--cluster NAME] [--require 0.95]
 Exit 0 when the agreement reaches --require (default 0.95) with no unexplained difference, every shedding run
 the leader logged falls within 1 s of one of the audit's (the recorded election's timer) and every report its
-ThresholdShedder printed is the one held at that tick, else 1.
+ThresholdShedder printed is the one held at that tick (or one written between the tick and the leader's late run),
+else 1.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def main() -> int:
     print(render(report))
     print(f"report: {a.work / 'report' / 'comparison.json'}")
     runs = report.get("shedding_runs") or {}
-    timed = runs.get("leader_within_1s", 0) == runs.get("leader", 0) and runs.get("views_equal", 0) == runs.get("views", 0)
+    timed = runs.get("leader_within_1s", 0) == runs.get("leader", 0) and not runs.get("views_unexplained")
     ok = report.get("result") == "compared" and report["agreement"] >= a.require and timed
     return 0 if ok else 1
 

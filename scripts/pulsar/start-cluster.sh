@@ -136,7 +136,9 @@ case "$LOAD_MANAGER" in
 loadBalancerLoadSheddingStrategy=org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder" ;;
   extensible) LB_CONF="loadManagerClassName=org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl
 loadBalancerLoadSheddingStrategy=org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder
-loadBalancerTransferEnabled=true" ;;
+loadBalancerTransferEnabled=true
+# TransferShedder and the split strategy log why they (do not) unload or split, and each run's load stats
+loadBalancerDebugModeEnabled=true" ;;
   *) echo "start-cluster: --load-manager modular|extensible" >&2; exit 2 ;;
 esac
 # The load-balancing keys every broker runs with (also what `lbreplay replay --broker-conf` reads).

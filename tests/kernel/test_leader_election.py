@@ -41,3 +41,4 @@ def test_timer_minutes_properties(elections: list[int], first: int, span: int) -
     expected = {e + k * MINUTE_MS for e in set(elections) for k in range(1, span // MINUTE_MS + 2 + abs(first - e) // MINUTE_MS)
                 if first <= e + k * MINUTE_MS <= last and max(x for x in elections if x <= e + k * MINUTE_MS) == e}
     assert {t for t, _ in got} == expected
+

@@ -15,7 +15,7 @@ from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.least_long_term_message_rate import LeastLongTermMessageRate
 from lbreplay.kernel.least_resource_usage_with_weight import LeastResourceUsageWithWeight
 from lbreplay.kernel.load_data import THR_IN, THR_OUT, LoadData
-from lbreplay.kernel.modular_load_manager import assign, create_strategies, do_load_shedding
+from lbreplay.kernel.modular_load_manager import RunClock, assign, create_strategies, do_load_shedding
 from lbreplay.kernel.placement import LeaderState
 from lbreplay.kernel.policies import NamespacePolicies
 from lbreplay.kernel.strategy import Unload
@@ -97,6 +97,31 @@ def test_unloads_with_destination_and_records_recently_unloaded() -> None:
     assert ld.recently_unloaded_bundles == {f"t/n2/{FULL}": NOW, f"t/n1/{FULL}": NOW}
     assert shedder.completed == {f"t/n1/{FULL}", f"t/n2/{FULL}"}
     assert ld.preallocated_bundle_to_broker == {}  # selectBroker, not selectBrokerForAssignment
+
+
+def test_run_clock_stamps_each_unload_when_its_step_ends() -> None:
+    """A replay on the leader's timer (RunClock): each planned bundle that reaches its destination choice or its
+    synchronous unload call is one step; an unload is stamped when its step ends and the run ends with its last
+    step. Pulsar's live run of 2026-11-27 (4.0.7): a bundle unloaded before a skipped destination choice was past
+    the one-minute grace at the next run, one unloaded at the run's last step was not (equal milliseconds)."""
+    ld = World(
+        brokers={"a:8080": Br(usage=90), "b:8080": Br(usage=95), "c:8080": Br()},
+        bundles={f"t/n1/{FULL}": Bu(owner="a:8080", long_rate=(100, 100)),
+                 f"t/n2/{FULL}": Bu(owner="c:8080", long_rate=(1, 1))},
+    ).build()
+    # a's bundle goes to c (least long-term rate among a, c: b is overloaded); c's own bundle stays on c (skipped)
+    clock = RunClock()
+    out = do_load_shedding(ld, conf(loadBalancerDistributeBundlesEvenlyEnabled=False),
+                           FakeShedder([("a:8080", f"t/n1/{FULL}"), ("c:8080", f"t/n2/{FULL}")]),
+                           LeastLongTermMessageRate(), LeaderState.from_load_data(ld), NamespacePolicies(),
+                           np.random.default_rng(0), NOW, clock=clock)
+    assert [(u.bundle, u.destination) for u in out] == [(f"t/n1/{FULL}", "c:8080")]
+    assert ld.recently_unloaded_bundles == {f"t/n1/{FULL}": NOW + 1}
+    assert clock.end_ms == NOW + 2  # the skipped destination choice is the run's last step
+    idle = RunClock()
+    assert do_load_shedding(ld, conf(), FakeShedder([]), LeastLongTermMessageRate(), LeaderState.from_load_data(ld),
+                            NamespacePolicies(), np.random.default_rng(0), NOW + 60_000, clock=idle) == []
+    assert idle.end_ms == NOW + 60_000
 
 
 def test_disabled_or_single_broker_does_not_call_strategy() -> None:

@@ -167,3 +167,30 @@ def test_shedding_runs_at_the_leaders_timer_on_what_it_holds_then(drop_at_s: int
     assert set(timed) == (set() if drop_at_s < 102 else {(102, "a:8080")})
     untimed = unloads(None)
     assert untimed[0] == (87, "a:8080") and {t for t, _ in untimed} <= {87, 147}
+
+
+def test_a_bundle_unloaded_at_one_timer_run_may_go_again_at_the_next() -> None:
+    """The live run of 2026-11-27: grace period and shedding interval both 1 minute. A run's synchronous unload
+    calls take time and LoadSheddingTask starts the next run one interval after the run ends, so at the next run a
+    bundle unloaded before a later step of its run is past the grace period (the leader unloaded it again), and
+    the one unloaded at the run's last step is not (equal milliseconds: the leader passed it over for a smaller
+    bundle) -- ``modular_load_manager.RunClock``. Broker 0 stays at 90 % and lists the same bundles."""
+    from lbreplay.replay.engine import Replay
+    from lbreplay.replay.load_model import CpuCalibration
+    from lbreplay.replay.records import RunSpec, StaticInputs
+    from lbreplay.replay.tick_stream import with_leader_timer
+
+    t0, elected = 1_767_225_600_000, 1_767_225_600_000 + 42_000
+    stream = []
+    for s in (27, 87, 147, 207):
+        heavy = _report(t0 + s * 1000, 0, 90.0)
+        heavy.bundle_values[0, :2] = 30e6
+        stream += [heavy, _report(t0 + (s + 1) * 1000, 1, 10.0)]
+    static = StaticInputs(["a:8080", "b:8080"], ["t/ns"], CpuCalibration(np.zeros(2), np.zeros(2)))
+    replay = Replay(RunSpec("r", "c", "observed", {"loadBalancerSheddingGracePeriodMinutes": 1}), static)
+    got = [((d.ts_ms - t0) // 1000, d.bundle) for obs in with_leader_timer(held_reports(iter(stream), 2), [elected])
+           for d in replay.step(obs).decisions if d.action == "UNLOAD"]
+    first, second = ([b for t, b in got if t == s] for s in (102, 162))
+    names = stream[0].bundle_names
+    assert first == names[:2]  # the biggest, then the next: two steps
+    assert names[0] in second and names[1] not in second

@@ -153,15 +153,27 @@ def shedding_timer_check(dump: Path, rows: dict[str, list[dict[str, Any]]], brok
     offsets = [min((t - a for a in audit), key=abs) for t in leader] if audit else []
     views = [(t, b, pct) for t, b, pct in shedding_views(lines) if first <= t <= last]
     versions = recorded_versions(dump, "brokers")
-    equal = 0
+    equal, lagged, other = 0, [], []
     for t, broker, pct in views:
         s = min(audit, key=lambda a: abs(t - a)) if audit else None
         held = held_at(versions.get(broker, []), s) if s is not None and abs(t - s) <= 1_000 else None
-        equal += held is not None and printed_resource_usage(json.loads(held.path.read_bytes())) == pct
+        if held is not None and printed_resource_usage(json.loads(held.path.read_bytes())) == pct:
+            equal += 1
+            continue
+        # the run came later than its timer minute by the task's earlier runs' durations (fixed delay), and the
+        # broker wrote a report in between: the leader read that one
+        late = held_at(versions.get(broker, []), t)
+        fact = {"run": _iso(t), "timer_minute": _iso(s) if s is not None else None, "broker": broker, "printed": pct}
+        if (s is not None and late is not None and s < late.mtime <= t
+                and printed_resource_usage(json.loads(late.path.read_bytes())) == pct):
+            lagged.append({**fact, "written": _iso(late.mtime), "cause": "report written between the timer minute "
+                           "and the run, late by the shedding task's earlier runs' durations (fixed delay)"})
+        else:
+            other.append(fact)
     return {"leader": len(leader), "audit": len(audit), "elections": len(elections),
             "leader_within_1s": sum(abs(o) <= 1_000 for o in offsets),
             "max_offset_ms": max((abs(o) for o in offsets), default=None),
-            "views": len(views), "views_equal": equal}
+            "views": len(views), "views_equal": equal, "views_written_during_lag": lagged, "views_unexplained": other}
 
 
 def printed_resource_usage(report: dict[str, Any]) -> dict[str, str]:
@@ -281,7 +293,11 @@ def render(report: dict[str, Any]) -> str:
         lines.append(f"shedding runs: leader {sr['leader']}, audit {sr['audit']} (timer of {sr['elections']} recorded "
                      f"election(s)); {sr['leader_within_1s']} of the leader's within 1 s of the audit's, "
                      f"largest offset {sr['max_offset_ms']} ms; {sr.get('views_equal')} of the {sr.get('views')} "
-                     "reports its strategy printed are those held at the audit's timer ticks")
+                     "reports its strategy printed are those held at the audit's timer ticks, "
+                     f"{len(sr.get('views_written_during_lag', []))} written during the run's lag, "
+                     f"{len(sr.get('views_unexplained', []))} unexplained")
+        lines += [f"  lag: {json.dumps(v)}" for v in sr.get("views_written_during_lag", [])]
+        lines += [f"  UNEXPLAINED: {json.dumps(v)}" for v in sr.get("views_unexplained", [])]
     lines.append(f"result: {report.get('result')}")
     if report.get("result") == "compared":
         lines.append(f"audit run {report['run_id']} on {report['audited_cluster']} {report['audited_ticks']}: "

@@ -5,8 +5,9 @@
 after the election, each next one the same delay after the last: ``LoadSheddingTask.run`` re-schedules itself) and
 ``LoadResourceQuotaUpdaterTask`` (fixed rate, ``loadBalancerResourceQuotaUpdateIntervalMinutes``). Both intervals
 are whole minutes, so every run of either falls on a whole minute after the election: the leader's *timer
-minutes*. A shedding run's own duration (milliseconds) delays the next one; that drift is not modelled. A new
-election (another broker, or the same one again) starts both tasks afresh.
+minutes*. A shedding run's own duration delays the next one (fixed delay): a replay adds the durations of the
+task's earlier runs since the election (``modular_load_manager.RunClock``: 1 ms per step) to each run's start.
+A new election (another broker, or the same one again) starts both tasks afresh.
 """
 
 from __future__ import annotations
@@ -40,3 +41,4 @@ def runs_at(minute: int, interval_minutes: int) -> bool:
     """Does a task of ``interval_minutes`` run at timer minute ``minute``? (Its first run is one interval after
     the election; an interval of 0 re-schedules it at once, so it runs at every timer minute.)"""
     return minute > 0 and (interval_minutes <= 0 or minute % interval_minutes == 0)
+

@@ -63,6 +63,20 @@ def prune_recently_unloaded(ld: LoadData, conf: PulsarConfig, now_ms: int) -> No
     ld.recently_unloaded_bundles = {b: t for b, t in ld.recently_unloaded_bundles.items() if not t < cutoff}
 
 
+@dataclass
+class RunClock:
+    """The leader's clock through one ``doLoadShedding`` run, for a replay on the leader's timer: each planned
+    bundle that reaches its destination choice or its unload call (``selectBroker``, the synchronous
+    ``unloadNamespaceBundle``) takes one step of ``step_ms``; an unload is stamped in ``recentlyUnloadedBundles``
+    when its step ends, and the run ends with its last step (``end_ms``). ``LoadSheddingTask`` starts the next run
+    one interval after that end, so a bundle unloaded before a later step of its run is past a grace period of one
+    interval at the next run, and one unloaded at the run's last step is not (Pulsar's ``<`` on equal
+    milliseconds)."""
+
+    step_ms: int = 1
+    end_ms: int = 0
+
+
 def do_load_shedding(
     ld: LoadData,
     conf: PulsarConfig,
@@ -73,6 +87,7 @@ def do_load_shedding(
     rng: np.random.Generator,
     now_ms: int,
     available: np.ndarray | None = None,
+    clock: RunClock | None = None,
 ) -> list[Unload]:
     """``ModularLoadManagerImpl.doLoadShedding``: the unloads the leader actually issues, in order.
 
@@ -84,18 +99,21 @@ def do_load_shedding(
       isolation policies (2.11+), anti-affinity refusals. [3.x+] The destination is ``selectBroker`` (full pipeline, no
       preallocation, the owner stays a candidate); none or the owner itself -> skipped. [2.x] no destination (the
       bundle is placed at its next lookup); 2.10 has no namespace-policies check.
-    * Each issued unload is recorded in ``recentlyUnloadedBundles`` at ``now_ms``.
+    * Each issued unload is recorded in ``recentlyUnloadedBundles`` at ``now_ms`` (with a ``clock``: when its step
+      ends, :class:`RunClock`).
     * ``on_unload_attempt_completed(planned bundles)`` runs in a ``finally``.
     """
     if not (conf["loadBalancerEnabled"] and conf["loadBalancerSheddingEnabled"]):
         return []
     br = ld.brokers
     avail = np.ones(len(br), dtype=bool) if available is None else np.asarray(available, dtype=bool)
+    if clock is not None:
+        clock.end_ms = now_ms
     if int(avail.sum()) <= 1:
         return []
     prune_recently_unloaded(ld, conf, now_ms)
     with derived_cache(ld):
-        return _shed(ld, conf, shedder, placement_strategy, leader_state, policies, rng, now_ms, avail)
+        return _shed(ld, conf, shedder, placement_strategy, leader_state, policies, rng, now_ms, avail, clock)
 
 
 def _shed(
@@ -108,8 +126,10 @@ def _shed(
     rng: np.random.Generator,
     now_ms: int,
     avail: np.ndarray,
+    clock: RunClock | None = None,
 ) -> list[Unload]:
     br = ld.brokers
+    stamp = now_ms
     plan = shedder.find_bundles_for_unloading(ld, conf)
     planned = {u.bundle for u in plan}
     profile = profile_for(conf["pulsarVersion"])
@@ -134,13 +154,15 @@ def _shed(
                     ns, source, br, avail, leader_state.bundle_ranges
                 ):  # without a group the check always passes
                     continue
+                if clock is not None:  # this bundle's step: its destination choice or unload call
+                    stamp = clock.end_ms = stamp + clock.step_ms
                 dest: str | None = None
                 if place is not None and with_destination:
                     dest = place.select(u.bundle, rng).broker  # select_broker
                     if dest is None or dest == broker:
                         continue
                 issued.append(Unload(broker, u.bundle, u.reason, dest, dict(u.details)))
-                ld.recently_unloaded_bundles[u.bundle] = now_ms
+                ld.recently_unloaded_bundles[u.bundle] = stamp
     finally:
         shedder.on_unload_attempt_completed(planned)
     return issued
@@ -237,7 +259,7 @@ class ModularLoadManager:
             self.leader_state = LeaderState.from_load_data(ld)
         return self.leader_state
 
-    def shed(self, ld: LoadData, now_ms: int) -> Shedding:
+    def shed(self, ld: LoadData, now_ms: int, clock: RunClock | None = None) -> Shedding:
         """``doLoadShedding`` with the reason nothing was unloaded: ``Disabled``, ``NoBrokers`` ("Only 1 broker
         available"), the strategy's own reason, or ``NoDestination`` (planned, but none issued)."""
         conf = self.conf
@@ -246,7 +268,7 @@ class ModularLoadManager:
         if len(ld.brokers) <= 1:
             return Shedding([], "NoBrokers")
         unloads = do_load_shedding(ld, conf, self.shedder, self.placement, self.leader(ld), self.policies,
-                                   self.rng, now_ms)
+                                   self.rng, now_ms, clock=clock)
         stats = dict(self.shedder.stats())
         if unloads:
             stats["unloadDetails"] = [{"bundle": u.bundle, **u.details} for u in unloads]

@@ -25,7 +25,7 @@ from lbreplay.kernel.broker_report import WrittenReports
 from lbreplay.kernel.config import PulsarConfig, short_class
 from lbreplay.kernel.leader_election import runs_at
 from lbreplay.kernel.load_data import Brokers, Bundles, LoadData, Membership, derived_cache, update_bundle_data
-from lbreplay.kernel.modular_load_manager import LeaderTask, ModularLoadManager
+from lbreplay.kernel.modular_load_manager import LeaderTask, ModularLoadManager, RunClock
 from lbreplay.kernel.placement import clear_preallocations
 from lbreplay.kernel.policies import NamespacePolicies
 from lbreplay.kernel.version_profile import profile_for
@@ -60,6 +60,8 @@ class ModularLeader:
         self.report_limit = np.zeros((n, 5))
         self.ld: LoadData | None = None
         self.shedding_task = LeaderTask()
+        self._shedding_lag_ms = 0  # LoadSheddingTask's start behind its timer minute: its earlier runs' durations
+        self._last_timer_run = 0
         self.quota_task = LeaderTask()
         self._active: frozenset[str] | None = None  # the brokers of the last cleanupDeadBrokersData
         self._split_done: set[str] = set()  # audit of report versions: bundles split (a retry is refused: it is gone)
@@ -151,7 +153,16 @@ class ModularLeader:
         layout = ownership.layout
         row_of = layout.rows()
         out = []
-        for u in self.manager.shed(ld, view.ts_ms).unloads:
+        now, clock = view.ts_ms, None
+        if view.timer_minute:  # LoadSheddingTask: later than its timer minute by its earlier runs' durations
+            if view.timer_minute <= self._last_timer_run:
+                self._shedding_lag_ms = 0  # a new election started the task afresh
+            self._last_timer_run = view.timer_minute
+            now, clock = view.ts_ms + self._shedding_lag_ms, RunClock()
+        shedding = self.manager.shed(ld, now, clock)
+        if clock is not None:
+            self._shedding_lag_ms += clock.end_ms - now
+        for u in shedding.unloads:
             row = row_of.get(u.bundle)
             if row is None:
                 continue
