@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from lbreplay.collect.audit_check import leader_decisions, shedding_timer_check
-from lbreplay.collect.leader_view import recorded_versions
 from lbreplay.lake.ingest import read_dumps
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "samples" / "real-modular-run-clock"
@@ -19,25 +18,9 @@ def test_the_engine_on_the_timer_makes_the_leaders_ten_decisions() -> None:
     """The audit's engine over the recorded versions, on the recorded election's timer, makes the leader's 6 splits
     and 4 unloads (same bundle, same broker, same minute), among them the bundle unloaded from 18081 at 01:31 and
     back from 18083 at 01:32."""
-    import numpy as np
+    from tests.collect.timer_replay import replay_on_the_timer
 
-    from lbreplay.kernel.config import parse_broker_conf, typed_overrides
-    from lbreplay.replay.engine import Replay
-    from lbreplay.replay.load_model import CpuCalibration
-    from lbreplay.replay.records import RunSpec, StaticInputs
-    from lbreplay.replay.tick_stream import held_reports, with_leader_timer
-    from tests.collect.test_real_sample import _version_ticks
-
-    conf = typed_overrides(parse_broker_conf((SAMPLE / "broker.conf").read_text(encoding="utf-8")), path="broker.conf")
-    brokers = recorded_versions(SAMPLE, "brokers")
-    ids = sorted(brokers)
-    static = StaticInputs(ids, ["lb/hot"], CpuCalibration(np.zeros(len(ids)), np.zeros(len(ids))))
-    replay = Replay(RunSpec("clock", "clock", "observed", conf), static)
-    hold = (int(replay.conf["loadBalancerReportUpdateMaxIntervalMinutes"]) + 1) * 60_000
-    rows = read_dumps(SAMPLE, "clock").rows
-    elections = [int(r["ts"].timestamp() * 1000) for r in rows["leader_election"]]
-    ticks = with_leader_timer(held_reports(iter(_version_ticks(brokers, ids)), len(ids), hold), elections)
-    decisions = [d for obs in ticks for d in replay.step(obs).decisions]
+    _, decisions = replay_on_the_timer(SAMPLE, ["lb/hot"])
     leader = [d for d in leader_decisions(SAMPLE) if d.action in ("SPLIT", "UNLOAD")]
     assert sorted((d.action, d.bundle, d.source_broker, d.ts_ms // 60_000) for d in decisions) == sorted(
         (d.action, d.bundle, d.source, d.at_ms // 60_000) for d in leader)

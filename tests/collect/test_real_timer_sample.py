@@ -51,25 +51,10 @@ def test_engine_on_the_timer_makes_the_leaders_decisions() -> None:
     the quota task's sample (``startLoadBalancerTasks`` scheduled it first, for the same instant): the split parent
     ``0x00000000_0x10000000``, dropped by the refused split retry, is not back in the BundleData yet, so the
     leader unloads ``0x10000000_0x20000000``, as its log says."""
-    import numpy as np
+    from tests.collect.timer_replay import replay_on_the_timer
 
-    from lbreplay.kernel.config import parse_broker_conf, typed_overrides
-    from lbreplay.replay.engine import Replay
-    from lbreplay.replay.load_model import CpuCalibration
-    from lbreplay.replay.records import RunSpec, StaticInputs
-    from lbreplay.replay.tick_stream import held_reports, with_leader_timer
-    from tests.collect.test_real_sample import _version_ticks
-
-    conf = typed_overrides(parse_broker_conf((SAMPLE / "broker.conf").read_text(encoding="utf-8")), path="broker.conf")
-    brokers = recorded_versions(SAMPLE, "brokers")
-    ids = sorted(brokers)
-    static = StaticInputs(ids, ["lb/hot"], CpuCalibration(np.zeros(len(ids)), np.zeros(len(ids))))
-    replay = Replay(RunSpec("timer", "timer", "observed", conf), static)
-    hold = (int(replay.conf["loadBalancerReportUpdateMaxIntervalMinutes"]) + 1) * 60_000
-    epoch_ms = [int(r["ts"].timestamp() * 1000) for r in read_dumps(SAMPLE, "timer").rows["leader_election"]]
-    ticks = list(with_leader_timer(held_reports(iter(_version_ticks(brokers, ids)), len(ids), hold), epoch_ms))
+    ticks, decisions = replay_on_the_timer(SAMPLE, ["lb/hot"])
     assert sum(1 for t in ticks if t.timer_minute) >= 8
-    decisions = [d for obs in ticks for d in replay.step(obs).decisions]
     leader = [d for d in leader_decisions(SAMPLE) if d.action in ("SPLIT", "UNLOAD")]
     assert sorted((d.action, d.bundle, d.source_broker, d.ts_ms // 60_000) for d in decisions) == sorted(
         (d.action, d.bundle, d.source, d.at_ms // 60_000) for d in leader)

@@ -1,0 +1,32 @@
+"""The audit's engine over a committed recording's report versions, on its recorded election's timer (no Spark):
+what ``replay --mode observed --broker-conf <the recording's broker.conf>`` decides, tick by tick."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from lbreplay.collect.leader_view import recorded_versions
+from lbreplay.lake.ingest import read_dumps
+
+
+def replay_on_the_timer(sample: Path, namespaces: list[str]) -> tuple[list[Any], list[Any]]:
+    """(the ticks, with the timer ticks of the recorded election; the engine's decisions, in order)."""
+    import numpy as np
+
+    from lbreplay.kernel.config import parse_broker_conf, typed_overrides
+    from lbreplay.replay.engine import Replay
+    from lbreplay.replay.load_model import CpuCalibration
+    from lbreplay.replay.records import RunSpec, StaticInputs
+    from lbreplay.replay.tick_stream import held_reports, with_leader_timer
+    from tests.collect.test_real_sample import _version_ticks
+
+    conf = typed_overrides(parse_broker_conf((sample / "broker.conf").read_text(encoding="utf-8")), path="broker.conf")
+    brokers = recorded_versions(sample, "brokers")
+    ids = sorted(brokers)
+    static = StaticInputs(ids, namespaces, CpuCalibration(np.zeros(len(ids)), np.zeros(len(ids))))
+    replay = Replay(RunSpec(sample.name, sample.name, "observed", conf), static)
+    hold = (int(replay.conf["loadBalancerReportUpdateMaxIntervalMinutes"]) + 1) * 60_000
+    elections = [int(r["ts"].timestamp() * 1000) for r in read_dumps(sample, sample.name).rows["leader_election"]]
+    ticks = list(with_leader_timer(held_reports(iter(_version_ticks(brokers, ids)), len(ids), hold), elections))
+    return ticks, [d for obs in ticks for d in replay.step(obs).decisions]
