@@ -41,4 +41,3 @@ def runs_at(minute: int, interval_minutes: int) -> bool:
     """Does a task of ``interval_minutes`` run at timer minute ``minute``? (Its first run is one interval after
     the election; an interval of 0 re-schedules it at once, so it runs at every timer minute.)"""
     return minute > 0 and (interval_minutes <= 0 or minute % interval_minutes == 0)
-
