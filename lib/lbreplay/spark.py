@@ -107,6 +107,18 @@ def java_option(option: str) -> str:
     return f'"{option}"' if " " in option else option
 
 
+def driver_java_options(*class_sharing: str) -> str:
+    """``spark.driver.extraJavaOptions`` of an embedded session: Spark's start-up chatter off
+    (conf/spark/log4j2.properties; ``--verbose`` keeps Spark's default logging), then the class-data-sharing
+    options given, with the JVM's own CDS logging off (an archive it cannot use is ignored quietly)."""
+    options = []
+    if os.environ.get("LBREPLAY_VERBOSE") != "1" and LOG4J2_CONF.is_file():
+        options.append(f"-Dlog4j2.configurationFile={LOG4J2_CONF.as_uri()}")
+    if class_sharing:
+        options += [*map(java_option, class_sharing), "-Xlog:cds*=off"]
+    return " ".join(options)
+
+
 def class_archive(cache: Path = CACHE_DIR) -> Path:
     """The driver JVM's class-data-sharing archive (JDK's AppCDS, ``-XX:SharedArchiveFile``), one per java binary,
     pyspark and Delta: ``lbreplay.warm`` dumps it once from a short representative run. A JVM that finds it
@@ -197,15 +209,10 @@ def configure_lbreplay(builder: Any, lake: str, *, master: str | None = None, co
         settings["spark.master"] = master or "local[*]"
         settings["spark.driver.memory"] = default_driver_memory()
         settings.update(delta_jar_conf())
-        options = []
-        if os.environ.get("LBREPLAY_VERBOSE") != "1" and LOG4J2_CONF.is_file():
-            # Spark's start-up chatter off (conf/spark/log4j2.properties); --verbose keeps Spark's default logging
-            options.append(f"-Dlog4j2.configurationFile={LOG4J2_CONF.as_uri()}")
-        archive = class_archive()
-        if archive.is_file():  # dumped by `make warm`: the driver JVM maps its classes instead of loading them
-            options += [java_option(f"-XX:SharedArchiveFile={archive}"), "-Xlog:cds*=off"]
+        archive = class_archive()  # dumped by `make warm`: the driver JVM maps its classes instead of loading them
+        options = driver_java_options(*([f"-XX:SharedArchiveFile={archive}"] if archive.is_file() else []))
         if options:
-            settings["spark.driver.extraJavaOptions"] = " ".join(options)
+            settings["spark.driver.extraJavaOptions"] = options
     else:
         # the submitter's confs win over lbreplay's defaults (e.g. --conf spark.sql.shuffle.partitions=64)
         settings = {k: v for k, v in settings.items() if submitted_conf(k) is None}

@@ -27,14 +27,12 @@ def train(archive: Path) -> None:
     from lbreplay.paths import DATA_DIR
     from lbreplay.replay.run_config import resolve_run_config
     from lbreplay.replay.spark_replay import execute
-    from lbreplay.spark import LOG4J2_CONF, get_spark, java_option
+    from lbreplay.spark import driver_java_options, get_spark
 
-    options = [java_option(f"-XX:ArchiveClassesAtExit={archive}"), "-Xlog:cds*=off"]
-    if LOG4J2_CONF.is_file():
-        options.append(f"-Dlog4j2.configurationFile={LOG4J2_CONF.as_uri()}")
+    options = driver_java_options(f"-XX:ArchiveClassesAtExit={archive}")
     with tempfile.TemporaryDirectory(prefix="lbreplay-warm-") as tmp:
         lake = f"{tmp}/lake"
-        spark = get_spark(lake, master="local[2]", conf={"spark.driver.extraJavaOptions": " ".join(options)})
+        spark = get_spark(lake, master="local[2]", conf={"spark.driver.extraJavaOptions": options})
         generate(spark, lake, TRAINING_SCENARIO, "warm")
         sample = DATA_DIR / "samples" / "modular-3brokers"
         if sample.is_dir():
