@@ -37,6 +37,13 @@ def test_sessions_map_the_archive_once_it_exists(tmp_path: Path) -> None:
     # one option per archive path, quoted (the path has a space), and the JVM quiet if it cannot use it
     assert f'"-XX:SharedArchiveFile={archive}"' in after and "-Xlog:cds*=off" in after
     assert "-Dlog4j2.configurationFile=" in after
+    assert "-XX:+UseParallelGC" in after
+
+
+def test_a_collector_chosen_in_the_environment_is_kept(tmp_path: Path) -> None:
+    """The JVM refuses two collectors: one chosen through JAVA_TOOL_OPTIONS leaves the default out."""
+    assert "-XX:+UseParallelGC" not in _probe(tmp_path, JAVA_TOOL_OPTIONS="-XX:+UseSerialGC")["options"]
+    assert "-XX:+UseParallelGC" in _probe(tmp_path, JAVA_TOOL_OPTIONS="-Xss4m")["options"]
 
 
 def test_another_java_gets_another_archive(tmp_path: Path) -> None:
@@ -47,11 +54,13 @@ def test_another_java_gets_another_archive(tmp_path: Path) -> None:
 
 SESSION = """
 import sys
-from lbreplay.spark import class_archive, get_spark
+from lbreplay.spark import class_archive, driver_java_options, get_spark
 a = class_archive()
 assert a.is_file(), f"no class archive at {a}: run make warm"
 spark = get_spark(sys.argv[1], master="local[1]", conf={
-    "spark.driver.extraJavaOptions": f"-XX:SharedArchiveFile={a} -Xshare:on -Xlog:cds*=off"})
+    "spark.driver.extraJavaOptions": driver_java_options(f"-XX:SharedArchiveFile={a}", "-Xshare:on")})
+beans = spark._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+print(",".join(sorted(b.getName() for b in beans)))
 print(spark.range(5).count())
 spark.stop()
 """
@@ -59,8 +68,9 @@ spark.stop()
 
 def test_the_warm_archive_maps_into_a_session_jvm(tmp_path: Path) -> None:
     """``-Xshare:on`` makes the JVM refuse to start unless it maps the archive: the one ``make warm`` dumped fits
-    the JVM a session launches (same java, same class path)."""
+    the JVM a session launches (same java, same class path, the throughput collector)."""
     done = subprocess.run([sys.executable, "-c", SESSION, str(tmp_path / "lake")], capture_output=True, text=True,
                           env=env(), timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == "5"
+    lines = done.stdout.strip().splitlines()
+    assert lines[-2:] == ["PS MarkSweep,PS Scavenge", "5"]

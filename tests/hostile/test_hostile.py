@@ -11,10 +11,10 @@ moves, overlapping / gapped ranges around splits, irregular report times) are ac
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -246,15 +246,6 @@ def _validate(spark: Any, lake: str, cluster: str) -> Outcome:
     return cli(spark, "validate", "--cluster", cluster, "--lake", lake)
 
 
-def _accepted(spark: Any, lake: str, src: Path, cluster: str) -> Outcome:
-    res = _ingest(spark, lake, src, cluster)
-    assert res.code == 0, res.err[-3000:]
-    val = _validate(spark, lake, cluster)
-    assert val.code == 0, val.err[-3000:]
-    assert val.out.strip().startswith(f"validation passed: cluster {cluster}")
-    return val
-
-
 def test_ingest_truncated_dump(spark: Any, lake: str, tmp_path: Path) -> None:
     src = _copy(tmp_path, "dumps with spaces")
     f = _report(src, "broker-2_8080", "20230802T120117Z")
@@ -299,147 +290,226 @@ def test_ingest_no_broker_at_all(spark: Any, lake: str, tmp_path: Path) -> None:
     refused(_ingest(spark, lake, tmp_path / "empty", "h-empty"), 3, r"empty: no \*\.json dump files found")
 
 
-def test_non_finite_negative_and_zero_limit_values_fail_validation_and_block_replay(
-    spark: Any, lake: str, tmp_path: Path
-) -> None:
-    """NaN / Infinity (JSON literals Jackson writes for doubles), a negative rate, a CPU limit of 0 and a 1e308 memory
-    usage (beyond Float.MAX_VALUE, Pulsar's percentUsage() float): ingest keeps
-    the rows as reported, validate exits 3 naming each rule and column with sample rows, and a replay of the
-    cluster is refused (exit 3) without writing any decision."""
-    src = _copy(tmp_path, "nonfinite")
+# ------------------------------------------------------------ ingested classes, validated together per outcome
+# The classes below are ingested each as its own cluster and validated by one ``lbreplay validate`` of every
+# cluster of their lake (one lake per expected outcome): the outcome is read per cluster from the command's output
+# and from ``validation_runs`` (status, failed and warned rules per cluster and table), which also checks that a
+# validation of several clusters attributes each rule to the cluster whose rows fail it.
+Mutation = Callable[[Path], None]
+
+
+@dataclass
+class Validated:
+    """One lake of mutated sample copies, each ingested as the cluster it is named after, and one validation."""
+
+    lake: str
+    ingests: dict[str, Outcome]
+    validation: Outcome
+    statuses: dict[str, dict[str, dict[str, Any]]]  # cluster -> table -> validation_runs row
+
+    def rules(self, cluster: str, kind: str) -> dict[str, list[str]]:
+        """``failed`` / ``warned`` rules per table of ``cluster`` (tables without any left out)."""
+        assert self.ingests[cluster].code == 0, self.ingests[cluster].err[-3000:]
+        return {t: list(r[f"{kind}_rules"]) for t, r in self.statuses[cluster].items() if r[f"{kind}_rules"]}
+
+    def accepted(self, cluster: str) -> dict[str, list[str]]:
+        """Assert ``cluster`` passed validation; its warned rules per table."""
+        assert self.validation.code == 0, self.validation.err[-3000:]
+        assert self.validation.out.startswith("validation passed: cluster "), self.validation.out
+        assert cluster in self.validation.out.split()[3].split(","), self.validation.out
+        assert {r["status"] for r in self.statuses[cluster].values()} == {"passed"}, self.statuses[cluster]
+        assert self.rules(cluster, "failed") == {}
+        return self.rules(cluster, "warned")
+
+    def rows(self, spark: Any, table: str, cluster: str) -> Any:
+        return spark.read.format("delta").load(f"{self.lake}/{table}").where(f"cluster = '{cluster}'")
+
+
+def _validated(spark: Any, work: Path, cases: dict[str, Mutation]) -> Validated:
+    lake = str(work / "lake")
+    ingests = {}
+    with on_lake(spark, lake):
+        for cluster, mutate in cases.items():
+            src = _copy(work, f"{cluster} dump")
+            mutate(src)
+            ingests[cluster] = _ingest(spark, lake, src, cluster)
+        validation = cli(spark, "validate", "--lake", lake)
+    statuses: dict[str, dict[str, dict[str, Any]]] = {c: {} for c in cases}
+    for r in spark.read.format("delta").load(f"{lake}/validation_runs").collect():
+        statuses[r["cluster"]][r["table_name"]] = r.asDict()
+    return Validated(lake, ingests, validation, statuses)
+
+
+def _non_finite_negative_zero_limit(src: Path) -> None:
+    """NaN / Infinity (JSON literals Jackson writes for doubles), a negative rate, a CPU limit of 0 and a 1e308
+    memory usage (beyond Float.MAX_VALUE, Pulsar's percentUsage() float cast makes it Infinity)."""
     f = _report(src, "broker-1_8080", "20230802T120005Z")
-    text = f.read_text()
-    doc = json.loads(text)
+    doc = json.loads(f.read_text())
     bundle = sorted(doc["lastStats"])[0]
     doc["lastStats"][bundle]["msgThroughputIn"] = float("nan")
     doc["lastStats"][bundle]["msgRateOut"] = -3.0
     doc["msgThroughputOut"] = float("inf")
     doc["cpu"]["limit"] = 0.0
-    doc["memory"]["usage"] = 1e308  # finite, but Pulsar's (float) cast in percentUsage() makes it Infinity
+    doc["memory"]["usage"] = 1e308
     f.write_text(json.dumps(doc))  # Python writes NaN / Infinity like Jackson does
     assert "NaN" in f.read_text() and "Infinity" in f.read_text()
-    res = _ingest(spark, lake, src, "h-nan")
-    assert res.code == 0, res.err
-    val = _validate(spark, lake, "h-nan")
-    refused(val, 3, r"validation failed: cluster h-nan: \d rule\(s\) failed: .*broker_load\.finite")
+
+
+def _duplicate_minute(src: Path) -> None:
+    """The same report twice (same broker, same lastUpdate: one version dumped twice)."""
+    b1 = src / BROKERS / "broker-1_8080"
+    shutil.copy(b1 / "20230802T120105Z.json", b1 / "20230802T120142Z.json")
+
+
+@pytest.fixture(scope="module")
+def rejected(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Validated:
+    return _validated(spark, tmp_path_factory.mktemp("rejected"),
+                      {"h-nan": _non_finite_negative_zero_limit, "h-dup": _duplicate_minute})
+
+
+def test_non_finite_negative_and_zero_limit_values_fail_validation_and_block_replay(
+    spark: Any, rejected: Validated
+) -> None:
+    """Ingest keeps the rows as reported, validate exits 3 naming each rule and column with sample rows, and a
+    replay of the cluster is refused (exit 3) without writing any decision."""
+    val = rejected.validation
+    refused(val, 3, r"validation failed: cluster h-dup,h-nan: \d rule\(s\) failed: .*broker_load\.finite")
     for line in ("table=bundle_load column=msg_throughput_in rule=finite failing=1",
                  "table=bundle_load column=msg_rate_out rule=non_negative failing=1",
                  "table=broker_load column=msg_throughput_out rule=finite failing=1",
                  "table=broker_load column=cpu_limit rule=limit_positive failing=1",
                  "table=broker_load column=memory_usage rule=float_range failing=1"):
         assert line in val.err
-    assert bundle in val.err  # a sample row
-    rep = cli(spark, "replay", "--cluster", "h-nan", "--lake", lake, "--run-id", "h-nan-run", "--quiet")
+    bundle = rejected.rows(spark, "bundle_load", "h-nan").where("isnan(msg_throughput_in)").first()["bundle"]
+    assert f'"bundle":"{bundle}"' in val.err  # a sample row
+    assert rejected.rules("h-nan", "failed") == {"broker_load": ["finite", "float_range", "limit_positive"],
+                                                "bundle_load": ["finite", "non_negative"]}
+    lake = rejected.lake
+    with on_lake(spark, lake):
+        rep = cli(spark, "replay", "--cluster", "h-nan", "--lake", lake, "--run-id", "h-nan-run", "--quiet")
     refused(rep, 3, r"h-nan.*failed validation")
-    runs = spark.read.format("delta").load(f"{lake}/runs").where("run_id = 'h-nan-run'") \
-        if (Path(lake) / "runs" / "_delta_log").is_dir() else None
-    assert runs is None or runs.count() == 0
-    if (Path(lake) / "decisions" / "_delta_log").is_dir():
-        assert spark.read.format("delta").load(f"{lake}/decisions").where("run_id = 'h-nan-run'").count() == 0
+    for table in ("runs", "decisions"):
+        if (Path(lake) / table / "_delta_log").is_dir():
+            assert spark.read.format("delta").load(f"{lake}/{table}").where("run_id = 'h-nan-run'").count() == 0
 
 
-def test_1e308_rates_are_finite_and_accepted(spark: Any, lake: str, tmp_path: Path) -> None:
-    """Rates are doubles in Pulsar (NamespaceBundleStats): 1e308 is a legal, finite value."""
-    src = _copy(tmp_path, "huge")
+def test_duplicate_minute_fails_unique_key(rejected: Validated) -> None:
+    """unique_key names the key and the rows, for the cluster that has them only: the report's broker_load row and
+    its lastStats' bundle_load rows, each twice."""
+    refused(rejected.validation, 3, r"broker_load\.unique_key")
+    assert "table=broker_load column=cluster,ts,broker rule=unique_key failing=2" in rejected.validation.err
+    assert rejected.rules("h-dup", "failed") == {"broker_load": ["unique_key"], "bundle_load": ["unique_key"]}
+
+
+def _huge_rates(src: Path) -> None:
     _edit(_report(src, "broker-3_8080", "20230802T120033Z"),
           lambda d: d["lastStats"][sorted(d["lastStats"])[0]].update(msgThroughputIn=1e308, msgRateIn=1e308))
-    _accepted(spark, lake, src, "h-huge")
 
 
-def test_duplicate_minute_fails_unique_key(spark: Any, lake: str, tmp_path: Path) -> None:
-    """The same report twice (same broker, same lastUpdate: one version dumped twice) is a duplicate: unique_key
-    names the key and the rows."""
-    src = _copy(tmp_path, "dupminute")
-    b1 = src / BROKERS / "broker-1_8080"
-    shutil.copy(b1 / "20230802T120105Z.json", b1 / "20230802T120142Z.json")
-    assert _ingest(spark, lake, src, "h-dup").code == 0
-    val = _validate(spark, lake, "h-dup")
-    refused(val, 3, r"broker_load\.unique_key")
-    assert "table=broker_load column=cluster,ts,broker rule=unique_key failing=2" in val.err
-
-
-def test_two_versions_of_a_report_in_one_minute_are_accepted(spark: Any, lake: str, tmp_path: Path) -> None:
-    """Accepted: each version at its own time. Two versions of one broker's report in one minute are what a healthy
-    Pulsar writes (a 10 % change triggers a write before the minute is over): both are kept as two rows at their own
-    lastUpdate (12:01:05.217 and 12:01:42.217), and validation passes with no warning (the minute's range check
-    reads each broker's latest version, so the earlier version's bundles do not count as overlapping)."""
-    src = _copy(tmp_path, "twominute")
+def _two_versions_in_a_minute(src: Path) -> None:
     b1 = src / BROKERS / "broker-1_8080"
     shutil.copy(b1 / "20230802T120105Z.json", b1 / "20230802T120142Z.json")
     _edit(b1 / "20230802T120142Z.json", lambda d: d.update(lastUpdate=d["lastUpdate"] + 37_000))
-    val = _accepted(spark, lake, src, "h-two")
-    assert "warning" not in val.out + val.err, val.out + val.err
-    rows = spark.read.format("delta").load(f"{lake}/broker_load").where(
-        "cluster = 'h-two' AND broker = 'broker-1:8080' AND minute(ts) = 1").orderBy("ts").collect()
-    assert [(r["ts"].second, r["ts"].microsecond // 1000) for r in rows] == [(5, 217), (42, 217)]
-    assert spark.read.format("delta").load(f"{lake}/broker_load").where("cluster = 'h-two'").count() == 10
 
 
-def test_clock_going_backwards_is_accepted_at_the_snapshot_time(spark: Any, lake: str, tmp_path: Path) -> None:
-    """Accepted as reported: a report's snapshot time is its lastUpdate (the broker's clock, as the leader reads it;
-    the file name only when lastUpdate is missing), so a clock that jumps back an hour puts that report at the
-    earlier minute, where it is the only broker reporting (the tick's other brokers count as not alive)."""
-    src = _copy(tmp_path, "clock")
+def _clock_an_hour_back(src: Path) -> None:
     _edit(_report(src, "broker-2_8080", "20230802T120217Z"), lambda d: d.update(lastUpdate=d["lastUpdate"] - 3_600_000))
-    _accepted(spark, lake, src, "h-clock")
-    rows = spark.read.format("delta").load(f"{lake}/broker_load").where(
-        "cluster = 'h-clock' AND broker = 'broker-2:8080'").orderBy("ts").collect()
-    assert [(r["ts"].hour, r["ts"].minute) for r in rows] == [(11, 2), (12, 0), (12, 1)]
-    alone = spark.read.format("delta").load(f"{lake}/broker_load").where("cluster = 'h-clock'") \
-        .where("hour(ts) = 11").select("broker").collect()
-    assert [r["broker"] for r in alone] == ["broker-2:8080"]
 
 
-def test_broker_returning_under_a_new_port(spark: Any, lake: str, tmp_path: Path) -> None:
-    """broker-3 vanishes after 12:00 and returns at 12:02 as broker-3:8081: two brokers for Pulsar (the id is
-    host:port); accepted, each alive only where it reported."""
-    src = _copy(tmp_path, "newport")
+def _returning_under_a_new_port(src: Path) -> None:
+    """broker-3 vanishes after 12:00 and returns at 12:02 as broker-3:8081 (at 12:01 nobody reports its bundles: a
+    gap, warned, legal while they wait for a new owner)."""
     b3 = src / BROKERS / "broker-3_8080"
     (b3 / "20230802T120133Z.json").unlink()
     new = src / BROKERS / "broker-3_8081"
     new.mkdir()
     shutil.move(str(b3 / "20230802T120233Z.json"), new / "20230802T120233Z.json")
     _edit(new / "20230802T120233Z.json", lambda d: d.update(webServiceUrl="http://broker-3:8081"))
-    # at 12:01 nobody reports broker-3's bundles (a gap: warned, legal while they wait for a new owner)
-    _accepted(spark, lake, src, "h-port")
-    seen = {(r["ts"].minute, r["broker"]) for r in spark.read.format("delta").load(f"{lake}/broker_load")
-            .where("cluster = 'h-port'").collect()}
+
+
+def _moving_bundle(src: Path) -> str:
+    one = json.loads(_report(src, "broker-1_8080", "20230802T120105Z").read_text())
+    return sorted(one["lastStats"])[0]
+
+
+def _two_owners_and_a_child(src: Path) -> None:
+    """The moving bundle listed by its old and its new owner in one tick, and a child of it next to its parent."""
+    one = json.loads(_report(src, "broker-1_8080", "20230802T120105Z").read_text())
+    moving = _moving_bundle(src)
+    _edit(_report(src, "broker-2_8080", "20230802T120117Z"), lambda d: d["lastStats"].update({moving: one["lastStats"][moving]}))
+    ns, _, rng = moving.rpartition("/")
+    lo = int(rng.split("_")[0], 16)
+    half = f"{ns}/0x{lo:08x}_0x{lo + 0x08000000:08x}"
+    _edit(_report(src, "broker-3_8080", "20230802T120133Z"), lambda d: d["lastStats"].update({half: one["lastStats"][moving]}))
+
+
+def _unicode_and_v1_namespaces(src: Path) -> None:
+    def add(d: dict[str, Any]) -> None:
+        st = d["lastStats"][sorted(d["lastStats"])[0]]
+        d["lastStats"]["tënant-ü/ns-日本/0x00000000_0xffffffff"] = st
+        d["lastStats"]["prop/cl/ns/0x00000000_0xffffffff"] = st
+    for stamp in ("20230802T120005Z", "20230802T120105Z", "20230802T120205Z"):
+        _edit(_report(src, "broker-1_8080", stamp), add)
+
+
+@pytest.fixture(scope="module")
+def accepted(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Validated:
+    return _validated(spark, tmp_path_factory.mktemp("accepted"), {
+        "h-huge": _huge_rates, "h-two": _two_versions_in_a_minute, "h-clock": _clock_an_hour_back,
+        "h-port": _returning_under_a_new_port, "h-owners": _two_owners_and_a_child, "h-uni": _unicode_and_v1_namespaces,
+    })
+
+
+def test_1e308_rates_are_finite_and_accepted(accepted: Validated) -> None:
+    """Rates are doubles in Pulsar (NamespaceBundleStats): 1e308 is a legal, finite value."""
+    assert accepted.accepted("h-huge") == {}
+
+
+def test_two_versions_of_a_report_in_one_minute_are_accepted(spark: Any, accepted: Validated) -> None:
+    """Accepted: each version at its own time. Two versions of one broker's report in one minute are what a healthy
+    Pulsar writes (a 10 % change triggers a write before the minute is over): both are kept as two rows at their own
+    lastUpdate (12:01:05.217 and 12:01:42.217), and validation passes with no warning (the minute's range check
+    reads each broker's latest version, so the earlier version's bundles do not count as overlapping)."""
+    assert accepted.accepted("h-two") == {}
+    rows = accepted.rows(spark, "broker_load", "h-two").where("broker = 'broker-1:8080' AND minute(ts) = 1") \
+        .orderBy("ts").collect()
+    assert [(r["ts"].second, r["ts"].microsecond // 1000) for r in rows] == [(5, 217), (42, 217)]
+    assert accepted.rows(spark, "broker_load", "h-two").count() == 10
+
+
+def test_clock_going_backwards_is_accepted_at_the_snapshot_time(spark: Any, accepted: Validated) -> None:
+    """Accepted as reported: a report's snapshot time is its lastUpdate (the broker's clock, as the leader reads it;
+    the file name only when lastUpdate is missing), so a clock that jumps back an hour puts that report at the
+    earlier minute, where it is the only broker reporting (the tick's other brokers count as not alive)."""
+    accepted.accepted("h-clock")
+    rows = accepted.rows(spark, "broker_load", "h-clock").where("broker = 'broker-2:8080'").orderBy("ts").collect()
+    assert [(r["ts"].hour, r["ts"].minute) for r in rows] == [(11, 2), (12, 0), (12, 1)]
+    alone = accepted.rows(spark, "broker_load", "h-clock").where("hour(ts) = 11").select("broker").collect()
+    assert [r["broker"] for r in alone] == ["broker-2:8080"]
+
+
+def test_broker_returning_under_a_new_port(spark: Any, accepted: Validated) -> None:
+    """Two brokers for Pulsar (the id is host:port); accepted, each alive only where it reported."""
+    assert accepted.accepted("h-port") == {"bundle_load": ["ranges_tile_namespace"]}  # the 12:01 gap
+    seen = {(r["ts"].minute, r["broker"]) for r in accepted.rows(spark, "broker_load", "h-port").collect()}
     assert (0, "broker-3:8080") in seen and (2, "broker-3:8081") in seen and (2, "broker-3:8080") not in seen
 
 
-def test_bundle_listed_by_two_brokers_and_overlapping_ranges_are_accepted(spark: Any, lake: str, tmp_path: Path) -> None:
+def test_bundle_listed_by_two_brokers_and_overlapping_ranges_are_accepted(spark: Any, accepted: Validated) -> None:
     """While a bundle moves, its old and new owner both list it in one tick; around a split a parent and its
     children overlap: legal in Pulsar's data (DESIGN.md §4), accepted with the tiling warning."""
-    src = _copy(tmp_path, "twoowners")
-    one = _report(src, "broker-1_8080", "20230802T120105Z")
-    doc = json.loads(one.read_text())
-    moving = sorted(doc["lastStats"])[0]
-    _edit(_report(src, "broker-2_8080", "20230802T120117Z"), lambda d: d["lastStats"].update({moving: doc["lastStats"][moving]}))
-    ns, _, rng = moving.rpartition("/")
-    lo = int(rng.split("_")[0], 16)
-    half = f"{ns}/0x{lo:08x}_0x{lo + 0x08000000:08x}"  # a child of `moving` reported next to its parent
-    _edit(_report(src, "broker-3_8080", "20230802T120133Z"), lambda d: d["lastStats"].update({half: doc["lastStats"][moving]}))
-    val = _accepted(spark, lake, src, "h-two")
-    assert "warning: table=bundle_load column=range_lower,range_upper rule=ranges_tile_namespace" in val.err
-    n = spark.read.format("delta").load(f"{lake}/bundle_load").where(f"cluster = 'h-two' AND bundle = '{moving}'") \
-        .where("minute(ts) = 1").count()
-    assert n == 2
+    assert accepted.accepted("h-owners") == {"bundle_load": ["ranges_tile_namespace"]}
+    assert "warning: table=bundle_load column=range_lower,range_upper rule=ranges_tile_namespace" \
+        in accepted.validation.err
+    moving = _moving_bundle(MODULAR)
+    assert accepted.rows(spark, "bundle_load", "h-owners").where(f"bundle = '{moving}' AND minute(ts) = 1").count() == 2
 
 
-def test_unicode_and_legacy_slash_namespaces(spark: Any, lake: str, tmp_path: Path) -> None:
+def test_unicode_and_legacy_slash_namespaces(spark: Any, accepted: Validated) -> None:
     """Unicode tenant / namespace names and a v1 namespace (property/cluster/ns, i.e. a '/' inside the namespace)
     are accepted; the namespace column keeps everything before the range."""
-    src = _copy(tmp_path, "unicode")
-    for stamp, broker in (("20230802T120005Z", "broker-1_8080"), ("20230802T120105Z", "broker-1_8080"),
-                          ("20230802T120205Z", "broker-1_8080")):
-        def add(d: dict[str, Any]) -> None:
-            st = d["lastStats"][sorted(d["lastStats"])[0]]
-            d["lastStats"]["tënant-ü/ns-日本/0x00000000_0xffffffff"] = st
-            d["lastStats"]["prop/cl/ns/0x00000000_0xffffffff"] = st
-        _edit(_report(src, broker, stamp), add)
-    _accepted(spark, lake, src, "h-uni")
-    got = {r["namespace"] for r in spark.read.format("delta").load(f"{lake}/bundle_load").where("cluster = 'h-uni'")
-           .collect()}
+    accepted.accepted("h-uni")
+    got = {r["namespace"] for r in accepted.rows(spark, "bundle_load", "h-uni").collect()}
     assert {"tënant-ü/ns-日本", "prop/cl/ns"} <= got
 
 

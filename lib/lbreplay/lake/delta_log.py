@@ -38,11 +38,17 @@ def delta_version(spark: SparkSession, lake: str, table: Table) -> int | None:
         return int(DeltaTable.forPath(spark, path).history(1).collect()[0]["version"])
 
 
+MAX_COMMITS_READ = 500
+
+
 def cluster_untouched(spark: SparkSession, lake: str, table: Table, cluster: str, since: int, until: int) -> bool:
     """True when no Delta commit in ``(since, until]`` added or removed a file of ``cluster``'s partition or
     changed the table's metadata (``since = -1``: since the table's creation, whose commit 0 sets it): read from
     the commit files (``add`` / ``remove`` actions carry their ``partitionValues``), no Spark job. False when a
-    commit file is gone (log cleanup) or unreadable."""
+    commit file is gone (log cleanup) or unreadable, or when more than ``MAX_COMMITS_READ`` commits would be read
+    (then a scan of the cluster's rows is the cheaper answer)."""
+    if until - since > MAX_COMMITS_READ:
+        return False
     path = table_location(lake, table.name)
     try:
         jvm = spark._jvm

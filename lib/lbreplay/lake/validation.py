@@ -447,6 +447,13 @@ def _statuses(pinned: _Pinned, runs: _SuiteRuns,
     return statuses
 
 
+def _never_written(spark: SparkSession, lake: str, pinned: _Pinned, table: Table) -> bool:
+    """No validated cluster has ever had a file in ``table`` up to its pinned version (its Delta log's add/remove
+    actions, no Spark job): the scan would find no row of theirs."""
+    version = pinned.versions[table.name]
+    return all(cluster_untouched(spark, lake, table, c, -1, version) for c in pinned.clusters)
+
+
 def validate(spark: SparkSession, lake: str, cluster: str | None = None,
              progress: Callable[[str], None] | None = None) -> ValidationReport:
     """Run every table's suite for ``cluster`` (default: every cluster in the lake), write the quarantine and the
@@ -456,8 +463,9 @@ def validate(spark: SparkSession, lake: str, cluster: str | None = None,
     pinned = _pin(spark, lake, cluster)
     validated_at = datetime.now(timezone.utc)
     runs = _SuiteRuns(SuiteContext(spark, pinned.frames), validated_at)
-    # the tables' scans are independent Spark actions: their fixed driver-side costs overlap
-    names = [t for t in VALIDATED_TABLES if t.name in pinned.frames]
+    # the tables' scans are independent Spark actions: their fixed driver-side costs overlap; a table none of the
+    # clusters ever had a file in holds no row of theirs (read from its Delta log): nothing to scan
+    names = [t for t in VALIDATED_TABLES if t.name in pinned.frames and not _never_written(spark, lake, pinned, t)]
     say(f"scanning {len(names)} tables of {', '.join(pinned.clusters) or 'no cluster'}")
 
     def scan(table: Table) -> _Scan:
