@@ -31,3 +31,12 @@ def spark(lake: str) -> Iterator[object]:
     )
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def home_lake_registered() -> Iterator[None]:
+    """After each module, the session's home lake registered again if a module switched lakes (``on_lake``)."""
+    yield
+    from tests.hostile.harness import register_home_again
+
+    register_home_again()

@@ -3,9 +3,9 @@
 The lake holds the ``tiny`` scenario (3 brokers, 4 bundles, 12 ticks, a broker leaving at tick 6), generated,
 validated and replayed in-process on the test session (``local[2]``, 2 shuffle partitions): the references are a
 sweep of the grid (``ref-01`` threshold 5, ``ref-02`` threshold 10, what-if), an audit (``audit-2``: observed
-mode, seed 7, 2 tick slices) and a sample dump ingested as cluster ``ing-ref``. The commands under test run as
-their own ``lbreplay`` processes (``local[1]``), as a user or the Airflow DAG starts them, and are compared by
-content hash (``harness.run_ids_content``: every output table's rows of the run, sorted, without ``run_id``):
+mode, seed 7, 2 tick slices) and a sample dump ingested as cluster ``ing-ref``. The killed commands and the
+audit's re-run run as their own ``lbreplay`` processes (``local[1]``), as a user or the Airflow DAG starts them;
+outcomes are compared by content hash (``harness.run_ids_content``: every output table's rows of the run, sorted, without ``run_id``):
 
 * Crash: an ``ingest`` of another cluster, an audit ``replay`` and a ``sweep`` start together and each is killed
   (``kill -9`` of its process group: Python and its JVM) at a point of a seeded schedule: after its k-th progress
@@ -13,16 +13,18 @@ content hash (``harness.run_ids_content``: every output table's rows of the run,
   preparation, replay, table commits) whatever the machine's speed. ``LBREPLAY_CRASH_POINTS`` points per command:
   1 in ``make test``, 10 in ``make test-crash``. Between the kill and the re-run the views show nothing of a run
   that is not complete, and a run is never ``succeeded`` unless complete.
-* Concurrency: the same three commands again, at the same time (the audit and the sweep as processes, on the tick
-  stream the killed ones published or left half-written; the ingest in the test's own process, a third writer
-  without a third JVM start-up), with a second writer of the audit's run id started while the first holds it (it
-  fails at once with one line): all finish, the lake equals the undisturbed references, one ``succeeded`` runs row
-  per run id — the DAG's parallel ``replay_baseline`` and ``sweep_candidates`` as a parallel executor would run
-  them. (Two cold preparations of one stream at once, each into its own directory, the first manifest published
-  standing: ``tests/replay/test_spark_replay.py``.)
-* Determinism: the audit is the same as 1 tick slice (``local[1]``, the process above) and as 2 slices
-  (``local[2]``); the sweep's what-if runs are the same in ``local[1]`` and ``local[2]``; and in-process, with 5
-  shuffle partitions instead of the CLI's 8, the audit and a what-if run are unchanged.
+* Concurrency: the same three commands again, at the same time, on the tick stream the killed ones published or
+  left half-written: the audit as its own process; once it holds its run id, a second writer of that run id (it
+  fails at once with one line); then, in the test's own process, the sweep through the same entry point and,
+  alongside it, the ingest of the other cluster through its driver function: two replays of one cluster and an
+  ingest writing one lake from two processes (the DAG's parallel ``replay_baseline`` and ``sweep_candidates`` as a
+  parallel executor would run them), without a cold JVM start per command. All finish, the lake equals the
+  undisturbed references, one ``succeeded`` runs row per run id. (Two cold preparations of one stream at once,
+  each into its own directory, the first manifest published standing: ``tests/replay/test_spark_replay.py``.)
+* Determinism: the audit is the same as 1 tick slice (``local[1]``, 8 shuffle partitions: the process above) and
+  as 2 slices (``local[2]``, 2 shuffle partitions); the sweep's what-if runs (one task each, whatever the master)
+  are the same with the CLI's 8 shuffle partitions and the test session's 2; and in-process, with 5 shuffle
+  partitions, the audit and a what-if run are unchanged.
 """
 
 from __future__ import annotations
@@ -157,31 +159,29 @@ def _visible(spark: Any, lake: str, run_ids: list[str]) -> dict[str, dict[str, i
 
 
 def _rerun_together(spark: Any, lake: str, argv: dict[str, list[str]], audit_id: str) -> dict[str, Outcome]:
-    """The audit and the sweep started together as processes, the ingest run at the same time in this process
-    (through the same entry point: a third process writing the lake, without a third JVM start-up), and a second
-    writer of the audit's run id started while the first holds it."""
+    """The same commands again, at the same time: the audit as its own process; once it holds its run id, a second
+    writer of that run id (it must fail at once), then in this process the sweep (the same entry point, the test
+    session's master) and, alongside it, the ingest of the other cluster (its driver function, as the command
+    calls it): two replays of cluster a and an ingest writing the lake together, from two processes."""
+    from lbreplay.lake.ingest import ingest
     from lbreplay.lake.locks import _lock_file
 
-    procs = {name: spawn(*argv[name]) for name in ("audit", "sweep")}
-
-    def ingest_here() -> Outcome:
-        with on_lake(spark, lake):
-            return cli(spark, *argv["ingest"][:-2])  # the test session's own master, not local[1]
-
-    with ThreadPoolExecutor(1) as here:
-        ingested = here.submit(ingest_here)
-        lock = _lock_file(lake, audit_id)
-        audit = procs["audit"]
-        while not (lock.is_file() and lock.read_text().startswith(f"pid {audit.pid}")):
-            assert audit.poll() is None, finish(audit).err[-2000:]
-            time.sleep(0.2)
-        twin = finish(spawn(*argv["audit"]))
-        assert twin.code == 1
-        assert twin.last.startswith(f"lbreplay: run id '{audit_id}' is being written by another lbreplay process")
-        assert twin.err.count("\n") == 1
-        with ThreadPoolExecutor(len(procs)) as pool:
-            results = dict(zip(procs, pool.map(finish, procs.values())))
-        results["ingest"] = ingested.result()
+    audit = spawn(*argv["audit"])
+    lock = _lock_file(lake, audit_id)
+    while not (lock.is_file() and lock.read_text().startswith(f"pid {audit.pid}")):
+        assert audit.poll() is None, finish(audit).err[-2000:]
+        time.sleep(0.2)
+    twin = finish(spawn(*argv["audit"]))
+    assert twin.code == 1
+    assert twin.last.startswith(f"lbreplay: run id '{audit_id}' is being written by another lbreplay process")
+    assert twin.err.count("\n") == 1
+    source, cluster = argv["ingest"][argv["ingest"].index("--source") + 1], argv["ingest"][argv["ingest"].index("--cluster") + 1]
+    with on_lake(spark, lake), ThreadPoolExecutor(1) as here:
+        ingested = here.submit(ingest, spark, lake, source, cluster)
+        assert audit.poll() is None  # the audit still replays (it held its lock a moment ago) as the sweep starts
+        results = {"sweep": cli(spark, *argv["sweep"][:-2])}  # the test session's own master, not local[1]
+        ingested.result()
+    results["audit"] = finish(audit)
     return results
 
 
@@ -217,13 +217,14 @@ def test_kill_9_then_rerun_together_leaves_the_undisturbed_result(spark: Any, ti
         results = _rerun_together(spark, lake, argv, audit_id)
         for name, res in results.items():
             assert res.code == 0, (name, plan, res.err[-3000:])
-            # Spark's start-up chatter is off by default (conf/spark/log4j2.properties): no log4j lines on stderr
-            chatter = [ln for ln in res.err.splitlines() if " WARN " in ln or "log4j" in ln or " INFO " in ln]
-            assert chatter == [], (name, chatter[:5])
+        # Spark's start-up chatter is off by default (conf/spark/log4j2.properties): no log4j lines on the stderr
+        # of the audit's process
+        chatter = [ln for ln in results["audit"].err.splitlines() if " WARN " in ln or "log4j" in ln or " INFO " in ln]
+        assert chatter == [], chatter[:5]
         assert results["sweep"].out.split() == sweep_ids
         inputs = _input_content(spark, lake, [f"ing-crash-{i}", "ing-ref"])
         assert inputs[f"ing-crash-{i}"] == inputs["ing-ref"], plan
-        # local[1] (1 tick slice, 8 shuffle partitions) equals local[2] (2 slices, 2 shuffle partitions)
+        # the audit: local[1] (1 tick slice, 8 shuffle partitions) equals local[2] (2 slices, 2 shuffle partitions)
         content = run_ids_content(spark, lake, [audit_id, *sweep_ids])
         assert content[audit_id] == tiny["audit-2"], plan
         assert content[sweep_ids[0]] == tiny["ref-01"], plan

@@ -2,7 +2,8 @@
 
 In-process runs reuse the test session's SparkSession. Its catalog is in memory (``lbreplay.spark``): a lake's
 tables are registered per session, so :func:`on_lake` swaps the registrations to another lake for the duration
-of a block and back (dropping an external table's registration never touches its files).
+of a block, and the home lake's come back when the test module ends (dropping an external table's registration
+never touches its files).
 """
 
 from __future__ import annotations
@@ -44,12 +45,14 @@ def _drop_registrations(spark: Any) -> None:
         spark.sql(f"DROP {kind} IF EXISTS {DATABASE}.`{t.name}`")
 
 
+_UNREGISTERED_HOMES: dict[str, Any] = {}  # home lake -> session: on_lake dropped its registrations
+
+
 @contextlib.contextmanager
 def on_lake(spark: Any, lake: str) -> Iterator[str]:
-    """Within the block the session's ``lbreplay`` database registers ``lake``'s tables (by each command)."""
-    from lbreplay.lake.tables import ensure_tables
-    from lbreplay.lake.views import ensure_views
-
+    """Within the block the session's ``lbreplay`` database registers ``lake``'s tables (by each command). The home
+    lake's registrations come back once, when the test module ends (:func:`register_home_again`), not after every
+    block: registering ~20 Delta tables and the views takes 1-2 s, and commands register what they use."""
     home = spark.conf.get("lbreplay.lake")
     _drop_registrations(spark)
     spark.conf.set("lbreplay.lake", lake)
@@ -58,6 +61,16 @@ def on_lake(spark: Any, lake: str) -> Iterator[str]:
     finally:
         _drop_registrations(spark)
         spark.conf.set("lbreplay.lake", home)
+        _UNREGISTERED_HOMES[home] = spark
+
+
+def register_home_again() -> None:
+    """Register the home lakes' tables and views that :func:`on_lake` blocks left unregistered."""
+    from lbreplay.lake.tables import ensure_tables
+    from lbreplay.lake.views import ensure_views
+
+    while _UNREGISTERED_HOMES:
+        home, spark = _UNREGISTERED_HOMES.popitem()
         ensure_tables(spark, home)
         ensure_views(spark, home)
 
