@@ -5,7 +5,8 @@ validated and replayed in-process on the test session (``local[2]``, 2 shuffle p
 sweep of the grid (``ref-01`` threshold 5, ``ref-02`` threshold 10, what-if), an audit (``audit-2``: observed
 mode, seed 7, 2 tick slices) and a sample dump ingested as cluster ``ing-ref``. The killed commands and the
 audit's re-run run as their own ``lbreplay`` processes (``local[1]``), as a user or the Airflow DAG starts them;
-outcomes are compared by content hash (``harness.run_ids_content``: every output table's rows of the run, sorted, without ``run_id``):
+outcomes are compared by content hash (``harness.run_ids_content``: every output table's rows of the run, sorted,
+without ``run_id``):
 
 * Crash: an ``ingest`` of another cluster, an audit ``replay`` and a ``sweep`` start together and each is killed
   (``kill -9`` of its process group: Python and its JVM) at a point of a seeded schedule: after its k-th progress
@@ -175,9 +176,9 @@ def _rerun_together(spark: Any, lake: str, argv: dict[str, list[str]], audit_id:
     assert twin.code == 1
     assert twin.last.startswith(f"lbreplay: run id '{audit_id}' is being written by another lbreplay process")
     assert twin.err.count("\n") == 1
-    source, cluster = argv["ingest"][argv["ingest"].index("--source") + 1], argv["ingest"][argv["ingest"].index("--cluster") + 1]
+    flags = dict(zip(argv["ingest"][1::2], argv["ingest"][2::2]))  # ingest --source S --cluster C --lake L …
     with on_lake(spark, lake), ThreadPoolExecutor(1) as here:
-        ingested = here.submit(ingest, spark, lake, source, cluster)
+        ingested = here.submit(ingest, spark, lake, flags["--source"], flags["--cluster"])
         assert audit.poll() is None  # the audit still replays (it held its lock a moment ago) as the sweep starts
         results = {"sweep": cli(spark, *argv["sweep"][:-2])}  # the test session's own master, not local[1]
         ingested.result()

@@ -427,20 +427,21 @@ def _returning_under_a_new_port(src: Path) -> None:
     _edit(new / "20230802T120233Z.json", lambda d: d.update(webServiceUrl="http://broker-3:8081"))
 
 
-def _moving_bundle(src: Path) -> str:
-    one = json.loads(_report(src, "broker-1_8080", "20230802T120105Z").read_text())
-    return sorted(one["lastStats"])[0]
+def _moving_bundle(src: Path) -> tuple[str, dict[str, Any]]:
+    """The bundle that moves (broker-1's first at 12:01) and its stats."""
+    stats = json.loads(_report(src, "broker-1_8080", "20230802T120105Z").read_text())["lastStats"]
+    name = sorted(stats)[0]
+    return name, stats[name]
 
 
 def _two_owners_and_a_child(src: Path) -> None:
     """The moving bundle listed by its old and its new owner in one tick, and a child of it next to its parent."""
-    one = json.loads(_report(src, "broker-1_8080", "20230802T120105Z").read_text())
-    moving = _moving_bundle(src)
-    _edit(_report(src, "broker-2_8080", "20230802T120117Z"), lambda d: d["lastStats"].update({moving: one["lastStats"][moving]}))
+    moving, stats = _moving_bundle(src)
+    _edit(_report(src, "broker-2_8080", "20230802T120117Z"), lambda d: d["lastStats"].update({moving: stats}))
     ns, _, rng = moving.rpartition("/")
     lo = int(rng.split("_")[0], 16)
     half = f"{ns}/0x{lo:08x}_0x{lo + 0x08000000:08x}"
-    _edit(_report(src, "broker-3_8080", "20230802T120133Z"), lambda d: d["lastStats"].update({half: one["lastStats"][moving]}))
+    _edit(_report(src, "broker-3_8080", "20230802T120133Z"), lambda d: d["lastStats"].update({half: stats}))
 
 
 def _unicode_and_v1_namespaces(src: Path) -> None:
@@ -501,7 +502,7 @@ def test_bundle_listed_by_two_brokers_and_overlapping_ranges_are_accepted(spark:
     assert accepted.accepted("h-owners") == {"bundle_load": ["ranges_tile_namespace"]}
     assert "warning: table=bundle_load column=range_lower,range_upper rule=ranges_tile_namespace" \
         in accepted.validation.err
-    moving = _moving_bundle(MODULAR)
+    moving, _ = _moving_bundle(MODULAR)
     assert accepted.rows(spark, "bundle_load", "h-owners").where(f"bundle = '{moving}' AND minute(ts) = 1").count() == 2
 
 
