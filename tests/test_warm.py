@@ -4,10 +4,15 @@ pyspark and Delta, ``lbreplay.warm`` dumps it (``make warm``), and every local s
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pyspark
+
+from lbreplay.spark import class_archive, class_path_stamp
+from lbreplay.warm import remove_stale_archives
 from tests.hostile.harness import env
 
 PROBE = """
@@ -74,3 +79,31 @@ def test_the_warm_archive_maps_into_a_session_jvm(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.strip().splitlines()
     assert lines[-2:] == ["PS MarkSweep,PS Scavenge", "5"]
+
+
+def test_the_archive_follows_the_jars_it_was_dumped_with(tmp_path: Path) -> None:
+    """A re-created virtualenv has the same jar paths with new times, and the JVM refuses an archive dumped with
+    other jar times: the archive's name carries the jars' stamp, so such a venv gets (and dumps) its own."""
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    (jars / "a.jar").write_bytes(b"a")
+    (jars / "notes.txt").write_text("not on the class path")
+    first = class_path_stamp(jars)
+    os.utime(jars / "notes.txt", ns=(1, 1))
+    assert class_path_stamp(jars) == first
+    os.utime(jars / "a.jar", ns=(10**18, 10**18))
+    assert class_path_stamp(jars) != first
+    (jars / "b.jar").write_bytes(b"b")
+    assert len({first, class_path_stamp(jars)}) == 2
+    assert class_archive(tmp_path).stem.endswith(class_path_stamp(Path(pyspark.__file__).parent / "jars"))
+
+
+def test_a_new_archive_replaces_its_installs_older_ones(tmp_path: Path) -> None:
+    names = ["driver-aaaa-000000000001.jsa", "driver-aaaa-000000000002.jsa", "driver-bbbb-000000000001.jsa",
+             "driver-0123456789abcdef.jsa", "driver-aaaa-000000000003.jsa.99.tmp"]
+    for name in names:
+        (tmp_path / name).write_bytes(b"x")
+    removed = remove_stale_archives(tmp_path / "driver-aaaa-000000000002.jsa")
+    # the same install's archive for other jars and an archive of the old naming go; another install's stays
+    assert removed == ["driver-0123456789abcdef.jsa", "driver-aaaa-000000000001.jsa"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(set(names) - set(removed))

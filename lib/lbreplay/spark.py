@@ -129,10 +129,22 @@ def driver_java_options(*class_sharing: str) -> str:
     return " ".join(options)
 
 
+def class_path_stamp(jars: Path) -> str:
+    """Name, size and modification time of every jar in ``jars``: the JVM refuses an archive whose class path jars
+    differ in size or time from the ones it was dumped with (a re-created virtualenv has the same paths, new
+    times)."""
+    import hashlib
+
+    entries = sorted((j.name, j.stat().st_size, j.stat().st_mtime_ns) for j in jars.glob("*.jar"))
+    return hashlib.sha256(repr(entries).encode()).hexdigest()[:12]
+
+
 def class_archive(cache: Path = CACHE_DIR) -> Path:
-    """The driver JVM's class-data-sharing archive (JDK's AppCDS, ``-XX:SharedArchiveFile``), one per java binary,
-    pyspark and Delta: ``lbreplay.warm`` dumps it once from a short representative run. A JVM that finds it
-    unusable ignores it (``-Xlog:cds*=off`` keeps that quiet)."""
+    """The driver JVM's class-data-sharing archive (JDK's AppCDS, ``-XX:SharedArchiveFile``):
+    ``driver-<install>-<jars>.jsa``, one per java binary, pyspark install and Delta (``<install>``) and per state
+    of pyspark's jars (``<jars>``, :func:`class_path_stamp`). ``lbreplay.warm`` dumps it once from a short
+    representative run and removes the install's older archives. A JVM that finds it unusable ignores it
+    (``-Xlog:cds*=off`` keeps that quiet)."""
     import hashlib
 
     import pyspark
@@ -144,8 +156,10 @@ def class_archive(cache: Path = CACHE_DIR) -> Path:
         stamp = f"{real}|{real.stat().st_mtime_ns}"
     except OSError:
         stamp = str(java)
-    key = f"{stamp}|{pyspark.__version__}|{Path(pyspark.__file__).parent}|{delta_artifact()}"
-    return cache / "jvm" / f"driver-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
+    home_dir = Path(pyspark.__file__).parent
+    install = f"{stamp}|{pyspark.__version__}|{home_dir}|{delta_artifact()}"
+    jars = class_path_stamp(home_dir / "jars")
+    return cache / "jvm" / f"driver-{hashlib.sha256(install.encode()).hexdigest()[:16]}-{jars}.jsa"
 
 
 def lake_path(lake: str | os.PathLike[str] = DEFAULT_LAKE) -> str:

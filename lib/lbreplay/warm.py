@@ -49,9 +49,21 @@ def train(archive: Path) -> None:
             proc.wait(timeout=600)
 
 
+def remove_stale_archives(archive: Path) -> list[str]:
+    """Remove the archives ``archive`` replaces: the same install's for jars that are gone, and those named before
+    archives carried their jars' stamp (``driver-<install>.jsa``). Returns the names removed."""
+    install = archive.name.rsplit("-", 1)[0]
+    stale = [a for a in archive.parent.glob("driver-*.jsa")
+             if a != archive and (a.name.startswith(f"{install}-") or a.stem.count("-") == 1)]
+    for a in stale:
+        a.unlink(missing_ok=True)
+    return sorted(a.name for a in stale)
+
+
 def dump_class_archive() -> str:
-    """The archive for this java/pyspark/Delta, dumped by a child process unless present (written under a
-    temporary name, then renamed: a half-written archive is never used)."""
+    """The archive for this java/pyspark/Delta and its jars, dumped by a child process unless present (written under
+    a temporary name, then renamed: a half-written archive is never used); the same install's archives for other
+    jars are removed then (each is ~200 MiB)."""
     from lbreplay.spark import class_archive
 
     archive = class_archive()
@@ -66,6 +78,7 @@ def dump_class_archive() -> str:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         return f"class archive not dumped (commands start without it): {tail}"
     tmp.replace(archive)
+    remove_stale_archives(archive)
     return f"class archive dumped ({archive.stat().st_size >> 20} MiB, {time.time() - start:.0f}s)"
 
 
