@@ -32,6 +32,15 @@ from lbreplay.lake.dump_tables import VALIDATION_RUNS
 from lbreplay.lake.expectations import SUITES, VALIDATED_TABLES, Rule, SuiteContext
 from lbreplay.lake.ingest import check_cluster, rows_frame
 from lbreplay.lake.storage import run_concurrently
+from lbreplay.lake.table_scan import (
+    empty_fingerprint,
+    fingerprint,
+    fingerprints,
+    hash_sums,
+    may_have_duplicates,
+    row_hash,
+    value_predicate,
+)
 from lbreplay.lake.tables import QUARANTINE, Table, conform, ensure_table, replace_partitions, table_location
 from lbreplay.progress import Progress
 from lbreplay.spark import get_spark, lake_path
@@ -138,34 +147,6 @@ def check_schema(table: Table, df: DataFrame, where: str) -> None:
 def _read(spark: SparkSession, lake: str, table: Table, version: int, clusters: list[str] | None) -> DataFrame:
     df = spark.read.format("delta").option("versionAsOf", version).load(table_location(lake, table.name))
     return df.where(F.col("cluster").isin(clusters)) if clusters is not None else df
-
-
-def _row_hash(table: Table) -> Column:
-    """A row's content hash (the fingerprint sums it per cluster)."""
-    return F.xxhash64(*[F.col(c.name) for c in table.columns]).cast("decimal(38,0)")
-
-
-def _fingerprints(frames: dict[str, DataFrame]) -> dict[tuple[str, str], tuple[int, str]]:
-    """(table, cluster) -> (rows, "rows:sum of xxhash64 over all columns"), for every frame in one Spark job.
-    The fingerprint changes whenever the cluster's rows change."""
-    if not frames:
-        return {}
-    tables = {t.name: t for t in VALIDATED_TABLES}
-    parts = [
-        df.select(
-            F.lit(name).alias("t"),
-            F.col("cluster").alias("c"),
-            _row_hash(tables[name]).alias("h"),
-        )
-        for name, df in frames.items()
-    ]
-    union = reduce(lambda a, b: a.unionByName(b), parts)
-    agg = union.groupBy("t", "c").agg(F.count(F.lit(1)).alias("n"), F.sum("h").alias("h"))
-    return {(r["t"], r["c"]): (int(r["n"]), f"{r['n']}:{r['h']}") for r in agg.collect()}
-
-
-def _empty_fingerprint() -> str:
-    return "0:None"
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -289,13 +270,6 @@ def _pin(spark: SparkSession, lake: str, cluster: str | None) -> _Pinned:
     return _Pinned(versions, clusters, frames, {})
 
 
-def _may_have_duplicates(df: DataFrame, key: tuple[str, ...]) -> bool:
-    """Whether two rows may share ``key``: one aggregation of a 64-bit hash of the key (no row is shuffled); a
-    hash collision only costs the exact check."""
-    h = F.xxhash64(*[F.col(k) for k in key]).alias("_h")
-    return bool(df.groupBy(h).count().where(F.col("count") > 1).limit(1).collect())
-
-
 @dataclass
 class _Scan:
     """One table's rows with every rule's helper and flag columns, and what one aggregation over them found."""
@@ -328,16 +302,17 @@ class _SuiteRuns:
             df = df.transform(builder, self.ctx)
         for rule in rules:
             if rule.kind == "unique" and "_n_unique_key" not in df.columns:
-                if rule.build is not None and _may_have_duplicates(df, rule.columns):
+                if rule.build is not None and may_have_duplicates(df, rule.columns):
                     df = df.transform(rule.build, self.ctx)
                 else:
                     df = df.withColumn("_n_unique_key", F.lit(1).cast("long"))
-        any_failing = reduce(lambda a, b: a | b, [F.coalesce(r.failing(), F.lit(False)) for r in rules])
+        any_failing = reduce(lambda a, b: a | b, [F.coalesce(value_predicate(df, r), F.lit(False)) for r in rules])
         agg = df.groupBy("cluster").agg(
-            F.count(F.lit(1)).alias("n"), F.sum(_row_hash(table)).alias("h"),
+            F.count(F.lit(1)).alias("n"), *hash_sums(row_hash(table)),
             F.sum(F.when(any_failing, 1).otherwise(0)).alias("failing"),
         ).collect()
-        prints = {(table.name, r["cluster"]): (int(r["n"]), f"{r['n']}:{r['h']}") for r in agg}
+        prints = {(table.name, r["cluster"]): (int(r["n"]), fingerprint(int(r["n"]), r["_h_hi"], r["_h_lo"]))
+                  for r in agg}
         return _Scan(df, any_failing, prints, sum(int(r["failing"]) for r in agg))
 
     def run(self, table: Table, scan: _Scan) -> bool:
@@ -555,17 +530,17 @@ def validation_problems(spark: SparkSession, lake: str, cluster: str, tables: It
     for t in VALIDATED_TABLES:  # a table changed since validation whose schema drifted: say so, not crash
         if t.name in stale:
             check_schema(t, stale[t.name], table_location(lake, t.name))
-    prints = _fingerprints(stale)
+    prints = fingerprints(stale)
     problems = []
     any_rows = False
     for table in VALIDATED_TABLES:
         run = latest.get(table.name)
         if table.name in stale:
-            rows, fp = prints.get((table.name, cluster), (0, _empty_fingerprint()))
+            rows, fp = prints.get((table.name, cluster), (0, empty_fingerprint()))
         elif run is not None and current[table.name] is not None:  # the validated data (version, or untouched)
             rows, fp = int(run["row_count"] or 0), run["fingerprint"]
         else:
-            rows, fp = 0, _empty_fingerprint()
+            rows, fp = 0, empty_fingerprint()
         any_rows = any_rows or rows > 0
         if table.name in required and rows == 0:
             problems.append(f"{table.name}: no rows")
