@@ -96,7 +96,7 @@ verify: install maven
 	$(BIN)/lbreplay verify --pulsar-version $(VERIFY_VERSION) --cases $(VERIFY_CASES) --seed $(VERIFY_SEED)
 
 # Scale and speed (issue 15). Figures are JSON lines; each prints the load average (shared machines are noisy).
-.PHONY: bench-floor bench-generate test-cluster
+.PHONY: bench-floor bench-generate bench-week test-cluster
 SIZE ?= S
 SIZES ?= S,M
 
@@ -109,6 +109,12 @@ bench-floor: warm
 # and <= 3x the scan; L: generate <= 10 min). TICKS=N shortens the history.
 bench-generate: warm
 	$(BIN)/python bench/generate.py --sizes $(SIZES) $(if $(TICKS),--ticks $(TICKS))
+
+# A 7-day and a 1-day history (`heterogeneous`, size WEEK_SIZE) replayed closed loop in one process:
+# replay_ratio (week / day, target <= 7.5) and rss_ratio (task peak RSS, target <= 1.2). ~20 min at M.
+WEEK_SIZE ?= M
+bench-week: warm
+	$(BIN)/python bench/history_week.py --size $(WEEK_SIZE)
 
 # A Spark standalone master + 2 workers (one JVM each, 127.0.0.1), the jobs spark-submitted onto them, a 4-run sweep
 # spread over both executors whose decision hashes must equal those of the same sweep on local[2].

@@ -133,3 +133,38 @@ def test_positions_follow_the_tick_topic_list(tmp_path: Path, changed: bool) -> 
             if r["ts"] >= T0 + dt.timedelta(minutes=3) and r["topic"].endswith("/z"):
                 r["topic"] = "persistent://acme/a/renamed"
     _assert_same(list(topic_ticks([_write(tmp_path / "t.parquet", rows)], NAMESPACES)), _reference(rows))
+
+
+def test_an_open_file_holds_a_buffer_not_its_row_group(tmp_path: Path) -> None:
+    """A file is read through a buffer: with one row group of ~33 MB (incompressible topic names), reading its first
+    tick allocates a small part of it, so a task's memory does not grow with the size of the files it keeps open
+    (by default Arrow pre-buffers the row group's column chunks whole)."""
+    from lbreplay.replay.topic_files import READ_BUFFER_BYTES, open_parquet
+
+    rng = np.random.default_rng(5)
+    n = 1_000_000
+    digits = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)[rng.integers(0, 16, size=(n, 32))]
+    names = pa.array(np.char.add(b"persistent://acme/a/", digits.view("S32").ravel())).cast(pa.string())
+    t0_us = int(T0.replace(tzinfo=dt.timezone.utc).timestamp() * 1e6)
+    ticks_us = t0_us + np.repeat(np.arange(4), n // 4) * 60_000_000
+    table = pa.table({"ts": pa.array(ticks_us, pa.int64()).cast(pa.timestamp("us")),
+                      "topic": names, "namespace": pa.array(["acme/a"] * n),
+                      **{c: np.ones(n) for c in ("msg_rate_in", "msg_rate_out", "msg_throughput_in",
+                                                 "msg_throughput_out")}})
+    path = tmp_path / "one-row-group.parquet"
+    pq.write_table(table, path, row_group_size=n)
+    size = path.stat().st_size
+    assert pq.ParquetFile(path).metadata.num_row_groups == 1 and size > 30 * READ_BUFFER_BYTES
+
+    def allocated_after_first_batch(pf: Any) -> int:
+        before = pa.total_allocated_bytes()
+        batches = pf.iter_batches(batch_size=1 << 12, columns=["ts", "topic"])
+        next(batches)
+        grown = pa.total_allocated_bytes() - before
+        del batches
+        return grown
+
+    whole = allocated_after_first_batch(pq.ParquetFile(path))
+    buffered = allocated_after_first_batch(open_parquet(str(path)))
+    assert whole > size // 2  # the premise: Arrow's default holds the chunks whole
+    assert buffered < size // 6

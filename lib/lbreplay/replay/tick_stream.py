@@ -21,7 +21,7 @@ from lbreplay.kernel.leader_election import timer_minutes
 from lbreplay.replay.records import ObservedTick
 from lbreplay.replay.stored_bundle_data import STORED_COLUMNS, StoredBundleData
 from lbreplay.replay.stream_manifest import BUNDLE_COLUMNS, RESOURCES, TOPIC_COLUMNS, StreamManifest
-from lbreplay.replay.topic_files import ring_order, tick_runs, topic_ticks
+from lbreplay.replay.topic_files import open_parquet, ring_order, tick_runs, topic_ticks
 
 BATCH_TICKS = 8
 FLAT_BATCH_ROWS = 1 << 16
@@ -37,7 +37,7 @@ def _broker_rows(path: str) -> Iterator[BrokerRow]:
     """Every row of the broker part, in ``ts_ms`` order: each file is sorted, and the files are merged, reading a
     few ticks at a time with Arrow (bounded memory)."""
     def rows(f: str) -> Iterator[BrokerRow]:
-        for batch in pq.ParquetFile(f).iter_batches(batch_size=BATCH_TICKS):
+        for batch in open_parquet(f).iter_batches(batch_size=BATCH_TICKS):
             cols = {name: batch.column(i) for i, name in enumerate(batch.schema.names)}
             for r, ts in enumerate(cols["ts_ms"].to_pylist()):
                 yield ts, cols, r
@@ -51,7 +51,7 @@ def _flat_ticks(path: str, columns: tuple[str, ...]) -> Iterator[tuple[int, dict
     and a tick's rows found in several files are concatenated in file order (bounded memory: one batch per file
     and one tick)."""
     def chunks(f: str) -> Iterator[tuple[int, Any]]:
-        for batch in pq.ParquetFile(f).iter_batches(batch_size=FLAT_BATCH_ROWS, columns=["ts_ms", *columns]):
+        for batch in open_parquet(f).iter_batches(batch_size=FLAT_BATCH_ROWS, columns=["ts_ms", *columns]):
             yield from tick_runs(batch.column(0).to_numpy(zero_copy_only=False), batch)
 
     merged = heapq.merge(*(chunks(f) for f in _part_files(path)), key=lambda x: x[0])

@@ -202,6 +202,10 @@ def test_anti_affinity_counts_owned_bundles_not_namespaces() -> None:
               "t/y/0x00000000_0x00000100": "b:8080", "t/z/0x00000000_0x00000100": "c:8080"}
     ctx = _policy_ctx(owners, pol)
     assert anti_affinity_counts(ctx, pol, "g").tolist() == [2, 1, 0]
+    # counted once per snapshot and group (any case), read-only; another group is counted on its own
+    assert anti_affinity_counts(ctx, pol, "G") is anti_affinity_counts(ctx, pol, "g")
+    assert not anti_affinity_counts(ctx, pol, "g").flags.writeable
+    assert anti_affinity_counts(ctx, pol, "other").tolist() == [0, 0, 1]
     # the least count is 0 (c): only c stays; without c's candidacy the least is b's 1
     assert _names(ctx, anti_affinity_group_policy_filter(ctx, CONF, "t/ns/0x0_0x1", ctx.available.copy())) == ["c:8080"]
     cand = np.array([True, True, False])

@@ -170,8 +170,12 @@ def anti_affinity_counts(ctx: ExtensibleContext, policies: NamespacePolicies, gr
     """``LoadManagerShared.getAntiAffinityNamespaceOwnedBrokers(pulsar, namespace, channel.getOwnershipEntrySet())``:
     per broker row, how many Owned bundles (not namespaces, as the modular load manager counts) of namespaces in
     ``group`` (case-insensitive) it holds. The ownership entries are ``bundle_owners``, or without it every
-    (reporter, bundle) pair of the top-bundles lists (each reporter owns its bundles, as ``is_owner`` says)."""
+    (reporter, bundle) pair of the top-bundles lists (each reporter owns its bundles, as ``is_owner`` says).
+    Counted once per snapshot and group (``ctx.anti_affinity_memo``; the array is read-only)."""
     g = group.lower()
+    memo = ctx.anti_affinity_memo.get((g, id(policies)))
+    if memo is not None:
+        return memo
     counts = np.zeros(len(ctx), dtype=np.int64)
     if ctx.bundle_owners is not None:
         pairs: set[tuple[str, str]] = set(ctx.bundle_owners.items())
@@ -182,6 +186,8 @@ def anti_affinity_counts(ctx: ExtensibleContext, policies: NamespacePolicies, gr
         row = ctx.index(owner)
         if other is not None and other.lower() == g and row >= 0:
             counts[row] += 1
+    counts.setflags(write=False)
+    ctx.anti_affinity_memo[(g, id(policies))] = counts
     return counts
 
 

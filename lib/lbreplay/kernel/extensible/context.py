@@ -57,6 +57,9 @@ class ExtensibleContext:
     recently_unloaded_brokers: dict[str, int] = field(default_factory=dict)
     policies: HasNamespacePolicies | None = None
     extra_filters: list[BrokerFilterFn] = field(default_factory=list)
+    # anti-affinity counts per (group, policies) (``broker_filters.anti_affinity_counts``): the snapshot does not
+    # change while the leader decides, and each bundle of a group would count the whole ownership again
+    anti_affinity_memo: dict[tuple[str, int], np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.broker_ids)

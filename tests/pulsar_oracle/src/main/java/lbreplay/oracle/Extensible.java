@@ -78,16 +78,8 @@ final class Extensible {
         ObjectMapper m = Oracle.mapper();
         JsonNode ext = req.path("extensible");
         long now = req.path("nowMillis").asLong(System.currentTimeMillis());
-        Map<String, BrokerLoadData> brokerLoad = new TreeMap<>();
-        for (Iterator<Map.Entry<String, JsonNode>> it = ext.path("brokerLoadData").fields(); it.hasNext(); ) {
-            Map.Entry<String, JsonNode> e = it.next();
-            brokerLoad.put(e.getKey(), m.treeToValue(e.getValue(), BrokerLoadData.class));
-        }
-        Map<String, TopBundlesLoadData> top = new TreeMap<>();
-        for (Iterator<Map.Entry<String, JsonNode>> it = ext.path("topBundlesLoadData").fields(); it.hasNext(); ) {
-            Map.Entry<String, JsonNode> e = it.next();
-            top.put(e.getKey(), m.treeToValue(e.getValue(), TopBundlesLoadData.class));
-        }
+        Map<String, BrokerLoadData> brokerLoad = perBroker(m, ext.path("brokerLoadData"), BrokerLoadData.class);
+        Map<String, TopBundlesLoadData> top = perBroker(m, ext.path("topBundlesLoadData"), TopBundlesLoadData.class);
         Map<String, Long> ruBundles = new HashMap<>();
         ext.path("recentlyUnloadedBundles").fields().forEachRemaining(e -> ruBundles.put(e.getKey(),
                 e.getValue().asLong()));
@@ -302,6 +294,16 @@ final class Extensible {
         public CompletableFuture<Optional<LocalPolicies>> getLocalPoliciesAsync(NamespaceName ns) {
             return CompletableFuture.completedFuture(getLocalPolicies(ns));
         }
+    }
+
+    /** A request's per-broker block ({@code brokerLoadData}, {@code topBundlesLoadData}), sorted by broker. */
+    static <T> Map<String, T> perBroker(ObjectMapper m, JsonNode block, Class<T> type) throws Exception {
+        Map<String, T> out = new TreeMap<>();
+        for (Iterator<Map.Entry<String, JsonNode>> it = block.fields(); it.hasNext(); ) {
+            Map.Entry<String, JsonNode> e = it.next();
+            out.put(e.getKey(), m.treeToValue(e.getValue(), type));
+        }
+        return out;
     }
 
     /**

@@ -8,7 +8,6 @@ import com.github.benmanes.caffeine.cache.AsyncLoadingCache;
 import com.google.common.hash.Hashing;
 import java.util.ArrayList;
 import java.util.Comparator;
-import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -62,11 +61,8 @@ final class ExtensibleSplit {
             throws Exception {
         ObjectMapper m = Oracle.mapper();
         JsonNode ext = req.path("extensible");
-        Map<String, TopBundlesLoadData> top = new TreeMap<>();
-        for (Iterator<Map.Entry<String, JsonNode>> it = ext.path("topBundlesLoadData").fields(); it.hasNext(); ) {
-            Map.Entry<String, JsonNode> e = it.next();
-            top.put(e.getKey(), m.treeToValue(e.getValue(), TopBundlesLoadData.class));
-        }
+        Map<String, TopBundlesLoadData> top = Extensible.perBroker(m, ext.path("topBundlesLoadData"),
+                TopBundlesLoadData.class);
         JsonNode owners = ext.path("bundleOwners");
         JsonNode namespaces = req.path("namespaces");
         JsonNode topics = req.path("topics");
