@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 from datetime import datetime, timedelta
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +16,14 @@ from lbreplay.lake.tables import BUNDLE_LOAD
 T0 = datetime(2024, 1, 1)
 MAX = ex.MAX_HASH
 
+
+
+@pytest.fixture(autouse=True)
+def cheap_paths_from_any_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cheap-summary paths are taken from ``storage.LARGE_SCAN_BYTES`` on; these frames are tiny: from 0."""
+    from lbreplay.lake import storage
+
+    monkeypatch.setattr(storage, "LARGE_SCAN_BYTES", 0)
 
 def _bundle_frame(spark, rows: list[tuple[int, int, str, str, int | None, int | None, str | None]]):
     """bundle_load rows of cluster c1 from (minute, second, broker, namespace, lower, upper, bundle name or None
@@ -46,10 +55,10 @@ def _minute_rows(rng: random.Random, minute: int, kind: str) -> list[tuple]:
     """One minute of two namespaces: a tiling split over brokers b0..b2, then damaged as ``kind`` says."""
     rows = []
     for ns in ("t/a", "t/b"):
-        cuts = sorted(rng.sample(range(1, MAX), rng.randint(0, 4)))
+        cuts = sorted(rng.sample(range(1, MAX), rng.randint(1 if kind == "gap" else 0, 4)))  # a gap needs 2 ranges
         bounds = [0, *cuts, MAX]
         ranges = [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
-        if kind == "gap" and len(ranges) > 1:
+        if kind == "gap":
             ranges.pop(rng.randrange(len(ranges)))
         elif kind == "overlap":
             lo, hi = ranges[rng.randrange(len(ranges))]

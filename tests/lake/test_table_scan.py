@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,6 +26,14 @@ def _topic_rows(spark, rows: list[tuple[int, str, float]]):
     schema = ", ".join(f"{c.name} {c.type}" for c in TOPIC_LOAD.columns)
     return spark.createDataFrame(data, schema).repartition(3).withColumn("cluster", F.col("cluster"))
 
+
+
+@pytest.fixture(autouse=True)
+def cheap_paths_from_any_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cheap-summary paths are taken from ``storage.LARGE_SCAN_BYTES`` on; these frames are tiny: from 0."""
+    from lbreplay.lake import storage
+
+    monkeypatch.setattr(storage, "LARGE_SCAN_BYTES", 0)
 
 @SPARK_EXAMPLES
 @given(st.lists(st.tuples(st.integers(0, 5), st.sampled_from(["persistent://t/ns/a", "persistent://t/ns/b", "x"]),
@@ -73,3 +82,17 @@ def test_regex_rule_predicate_selects_the_same_rows(spark, monkeypatch) -> None:
     assert selected(df) == want
     clean = df.where(~rule.failing())
     assert selected(clean) == [] and str(table_scan.value_predicate(clean, rule)) == str(F.lit(False))
+
+
+def test_small_frames_take_the_per_row_forms(spark, monkeypatch, tmp_path) -> None:
+    """Below ``storage.LARGE_SCAN_BYTES`` the regex runs per row and the duplicate probe is one aggregation (no
+    extra job, no Python worker); both answer as the cheap paths do."""
+    from lbreplay.lake import storage
+
+    monkeypatch.setattr(storage, "LARGE_SCAN_BYTES", 4 << 20)  # the default
+    rule = next(r for r in SUITES["topic_load"] if r.name == "topic_name_format")
+    _topic_rows(spark, [(0, "x", 1.0), (1, "x", 1.0), (1, "persistent://t/ns/a", 1.0)]).write.parquet(str(tmp_path / "t"))
+    df = spark.read.parquet(str(tmp_path / "t"))  # files: a size estimate (a local frame's is unknown: the maximum)
+    assert not storage.is_large(df) and str(table_scan.value_predicate(df, rule)) == str(rule.failing())
+    assert not table_scan.may_have_duplicates(df, TOPIC_LOAD.key)
+    assert table_scan.may_have_duplicates(df.unionByName(df.limit(1)), TOPIC_LOAD.key)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from lbreplay.errors import InvalidInputError
-from lbreplay.lake import delta_log, dump_rows, expectations, tables
+from lbreplay.lake import delta_log, dump_rows, expectations, storage, tables
 from lbreplay.lake import ingest as ing
 from lbreplay.lake import validation as val
 
@@ -154,8 +154,12 @@ def _cli(monkeypatch, spark, *args: str) -> int:
         spark.conf.set("spark.sql.shuffle.partitions", partitions)
 
 
-def test_corrupted_copy_exits_3_naming_each_rule(spark, lake, tmp_path: Path, monkeypatch, capsys) -> None:
-    """Issue 'done when': a corrupted copy exits 3 naming each rule, with the failing rows in quarantine.
+@pytest.mark.parametrize("large_from", [None, 0], ids=["per-row-forms", "cheap-summary-paths"])
+def test_corrupted_copy_exits_3_naming_each_rule(spark, lake, tmp_path: Path, monkeypatch, capsys,
+                                                 large_from: int | None) -> None:
+    """Issue 'done when': a corrupted copy exits 3 naming each rule, with the failing rows in quarantine; the same
+    counts, samples and quarantine whether the tables take the per-row forms or (``storage.LARGE_SCAN_BYTES`` = 0)
+    the cheap-summary paths of large tables (distinct values, the tiling pre-check, the sorted duplicate probe).
 
     Expected counts, derived by hand from the corruption:
     - bundle_load non_negative on msg_rate_in: the one negative row;
@@ -165,6 +169,8 @@ def test_corrupted_copy_exits_3_naming_each_rule(spark, lake, tmp_path: Path, mo
       second copy of 0x00000000_0x40000000 and 0x80000000_0xc0000000 (my-namespace) and of 0x00000000_0x20000000
       and 0x20000000_0x40000000 (public/default) start inside the first copy (4 rows) = 5.
     """
+    if large_from is not None:
+        monkeypatch.setattr(storage, "LARGE_SCAN_BYTES", large_from)
     src = tmp_path / "corrupt"
     _corrupt_copy(src)
     lake_args = ("--lake", lake, "--master", "local[2]")

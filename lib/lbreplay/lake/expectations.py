@@ -53,6 +53,7 @@ from lbreplay.lake.dump_tables import (
     LEADER_ELECTION,
     TOP_BUNDLES_LOAD_DATA,
 )
+from lbreplay.lake.storage import is_large
 from lbreplay.lake.tables import (
     BROKER_LOAD,
     BUNDLE_LOAD,
@@ -241,11 +242,16 @@ def _tiling_build(df: DataFrame, ctx: SuiteContext) -> DataFrame:
     0x00000000 to 0xffffffff: each lower bound equals the highest upper bound before it (NamespaceBundles:
     boundaries partition the ring). Rows of a broker's earlier versions in the minute are not checked.
 
-    Each group is first checked in one aggregation (:data:`_CHAIN`); only the groups it does not pass get the
-    window that says, per row, where the gap or overlap is (a third of the time at size M when all pass)."""
+    From ``storage.LARGE_SCAN_BYTES`` on, each group is first checked in one aggregation (:data:`_CHAIN`); only the
+    groups it does not pass get the window that says, per row, where the gap or overlap is (a fifth of the time at
+    size M when all pass)."""
     # each broker's latest report time in the minute: an aggregation broadcast back (one row per broker and minute:
     # 0.5 M for a week of 50 brokers), not a second window over every row
     source = df
+    if not is_large(df):  # a small table: the window alone (staleness by a window too)
+        latest_ts = F.max("ts").over(Window.partitionBy("cluster", "_minute", "broker"))
+        marked = df.withColumn("_minute", _minute()).withColumn("_stale", F.col("ts") < latest_ts)
+        return marked.transform(_tiling_flag).drop("_minute", "_stale")
     df = df.withColumn("_minute", _minute())
     latest = df.groupBy("cluster", "_minute", "broker").agg(F.max("ts").alias("_latest"))
     df = df.join(F.broadcast(latest), ["cluster", "_minute", "broker"]).withColumn("_stale", F.col("ts") < F.col("_latest"))
@@ -290,8 +296,10 @@ def _consistent_flag(df: DataFrame) -> DataFrame:
 
 
 def _consistent_build(df: DataFrame, ctx: SuiteContext) -> DataFrame:
-    """Checked first over the distinct (bundle, namespace, range) rows (a bundle repeats every minute): when none
-    disagrees, no row is flagged and no name is rebuilt per row."""
+    """From ``storage.LARGE_SCAN_BYTES`` on, checked first over the distinct (bundle, namespace, range) rows (a
+    bundle repeats every minute): when none disagrees, no row is flagged and no name is rebuilt per row."""
+    if not is_large(df):
+        return _consistent_flag(df)
     names = df.select("bundle", "namespace", "range_lower", "range_upper").distinct().transform(_consistent_flag)
     # an aggregate over the distinct rows, not a filter: a filter would be pushed below the distinct
     if not names.agg(F.count_if(F.col("_v_bundle_name_consistent").isNotNull())).collect()[0][0]:

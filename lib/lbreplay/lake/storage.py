@@ -84,6 +84,22 @@ def plain_parquet_files(spark: SparkSession, lake: str, table: tables.Table, df:
     return sorted(files) if all(os.path.isfile(f) for f in files) else None
 
 
+# Above this estimated size a table's validation takes its cheap-summary paths (``lake.table_scan``, the tiling and
+# consistency builders); below it each of their extra Spark jobs would cost more than the per-row forms they replace.
+LARGE_SCAN_BYTES = 4 << 20
+
+
+def estimated_bytes(df: DataFrame) -> int:
+    """Spark's size estimate of ``df`` from its optimized plan's statistics (a Delta scan: its files' sizes); no
+    Spark job."""
+    return int(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
+
+
+def is_large(df: DataFrame) -> bool:
+    """Whether ``df`` is estimated at :data:`LARGE_SCAN_BYTES` or more."""
+    return estimated_bytes(df) >= LARGE_SCAN_BYTES
+
+
 def run_concurrently(*jobs: Callable[[], Any]) -> list[Any]:
     """Run independent Spark actions from driver threads so their jobs share the cores (Spark schedules
     concurrent jobs; each action's fixed driver-side cost overlaps the others' tasks). Results in order; the

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
+from lbreplay.lake import storage
 from lbreplay.lake.expectations import VALIDATED_TABLES, Rule
 from lbreplay.lake.tables import Table
 
@@ -72,9 +73,11 @@ def _repeats(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 def may_have_duplicates(df: DataFrame, key: tuple[str, ...]) -> bool:
     """Whether two rows may share ``key``: a 64-bit hash of the key, shuffled by itself and sorted per partition
-    (NumPy, through Arrow) instead of aggregated (a hash map as large as the table: twice the time at size M); a
-    hash collision only costs the exact check."""
+    (NumPy, through Arrow) instead of aggregated (a hash map as large as the table: twice the time at size M), or
+    aggregated below ``storage.LARGE_SCAN_BYTES``; a hash collision only costs the exact check."""
     h = F.xxhash64(*[F.col(k) for k in key]).alias("_h")
+    if not storage.is_large(df):  # a small table: one aggregation, no Python worker
+        return bool(df.groupBy(h).count().where(F.col("count") > 1).limit(1).collect())
     parts = int(df.sparkSession.conf.get("spark.sql.shuffle.partitions") or 8)
     flags = df.select(h).repartition(parts, "_h").mapInArrow(_repeats, "repeats BOOLEAN")
     return bool(flags.where("repeats").limit(1).collect())
@@ -83,8 +86,9 @@ def may_have_duplicates(df: DataFrame, key: tuple[str, ...]) -> bool:
 def value_predicate(df: DataFrame, rule: Rule) -> Column:
     """``rule``'s Spark predicate; a regex rule's is evaluated once per distinct value of its column (a topic name
     repeats every minute: the regex over every row took 3x a scan of topic_load at size M), then selects the rows
-    holding one of the failing values. Beyond :data:`MAX_FAILING_VALUES` of them, the regex runs per row."""
-    if rule.kind != "regex":
+    holding one of the failing values. Beyond :data:`MAX_FAILING_VALUES` of them, or below
+    ``storage.LARGE_SCAN_BYTES``, the regex runs per row."""
+    if rule.kind != "regex" or not storage.is_large(df):
         return rule.failing()
     column = F.col(rule.columns[0])
     # the regex inside an aggregate, not a filter: a filter on the distinct values is pushed below the distinct

@@ -298,15 +298,16 @@ class _SuiteRuns:
         """The rules' flag columns and, in one aggregation, each cluster's rows and fingerprint and the rows failing
         some rule. The duplicate-key count (a window over every row) is only built when a hash of the key repeats."""
         rules = SUITES[table.name]
+        source = df  # the probes below read the table's own columns: no builder's join or window under them
         for builder in dict.fromkeys(r.build for r in rules if r.build is not None and r.kind != "unique"):
             df = df.transform(builder, self.ctx)
         for rule in rules:
             if rule.kind == "unique" and "_n_unique_key" not in df.columns:
-                if rule.build is not None and may_have_duplicates(df, rule.columns):
+                if rule.build is not None and may_have_duplicates(source, rule.columns):
                     df = df.transform(rule.build, self.ctx)
                 else:
                     df = df.withColumn("_n_unique_key", F.lit(1).cast("long"))
-        any_failing = reduce(lambda a, b: a | b, [F.coalesce(value_predicate(df, r), F.lit(False)) for r in rules])
+        any_failing = reduce(lambda a, b: a | b, [F.coalesce(value_predicate(source, r), F.lit(False)) for r in rules])
         agg = df.groupBy("cluster").agg(
             F.count(F.lit(1)).alias("n"), *hash_sums(row_hash(table)),
             F.sum(F.when(any_failing, 1).otherwise(0)).alias("failing"),
