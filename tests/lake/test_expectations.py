@@ -37,16 +37,6 @@ def _bundle_frame(spark, rows: list[tuple[int, int, str, str, int | None, int | 
     return spark.createDataFrame(data, schema).repartition(3)
 
 
-def _window_only(df):
-    """The per-row form: staleness by a window, then the tiling window on every group."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    latest = F.max("ts").over(Window.partitionBy("cluster", "_minute", "broker"))
-    marked = df.withColumn("_minute", ex._minute()).withColumn("_stale", F.col("ts") < latest)
-    return ex._tiling_flag(marked).drop("_minute", "_stale")
-
-
 def _flags(df, column: str) -> list[tuple]:
     return sorted((r.ts, r.broker, r.bundle, r.range_lower, r[column]) for r in df.collect())
 
@@ -86,7 +76,7 @@ def test_tiling_flags_equal_the_window_on_every_row(spark, seed, kinds) -> None:
     df = _bundle_frame(spark, [r for m, kind in enumerate(kinds) for r in _minute_rows(rng, m, kind)])
     col = "_v_ranges_tile_namespace"
     got = _flags(df.transform(ex._tiling_build, ex.SuiteContext(spark, {})), col)
-    assert got == _flags(_window_only(df), col)
+    assert got == _flags(ex._tiling_by_window(df), col)
     flagged_minutes = {ts.minute for ts, *_, flag in got if flag is not None}
     assert flagged_minutes <= {m for m, k in enumerate(kinds) if k in ("gap", "overlap", "null", "moved")}
     assert {m for m, k in enumerate(kinds) if k in ("gap", "overlap")} <= flagged_minutes

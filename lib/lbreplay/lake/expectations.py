@@ -226,6 +226,14 @@ def _tiling_flag(df: DataFrame) -> DataFrame:
     return df.withColumn("_v_ranges_tile_namespace", v.cast("string"))
 
 
+def _tiling_by_window(df: DataFrame) -> DataFrame:
+    """The rule's flag on every row with the window alone: staleness by a window over each broker's minute, then
+    :func:`_tiling_flag`."""
+    latest = F.max("ts").over(Window.partitionBy("cluster", "_minute", "broker"))
+    marked = df.withColumn("_minute", _minute()).withColumn("_stale", F.col("ts") < latest)
+    return marked.transform(_tiling_flag).drop("_minute", "_stale")
+
+
 # Per (cluster, minute, namespace): the latest reports' ranges, sorted, chain from 0 to 0xffffffff (the window's
 # checks folded over the sorted list); a group with a null bound or with no latest rows is left to the window.
 _CHAIN = f"""aggregate(
@@ -245,13 +253,11 @@ def _tiling_build(df: DataFrame, ctx: SuiteContext) -> DataFrame:
     From ``storage.LARGE_SCAN_BYTES`` on, each group is first checked in one aggregation (:data:`_CHAIN`); only the
     groups it does not pass get the window that says, per row, where the gap or overlap is (a fifth of the time at
     size M when all pass)."""
+    if not is_large(df):  # a small table: the window alone
+        return _tiling_by_window(df)
+    source = df
     # each broker's latest report time in the minute: an aggregation broadcast back (one row per broker and minute:
     # 0.5 M for a week of 50 brokers), not a second window over every row
-    source = df
-    if not is_large(df):  # a small table: the window alone (staleness by a window too)
-        latest_ts = F.max("ts").over(Window.partitionBy("cluster", "_minute", "broker"))
-        marked = df.withColumn("_minute", _minute()).withColumn("_stale", F.col("ts") < latest_ts)
-        return marked.transform(_tiling_flag).drop("_minute", "_stale")
     df = df.withColumn("_minute", _minute())
     latest = df.groupBy("cluster", "_minute", "broker").agg(F.max("ts").alias("_latest"))
     df = df.join(F.broadcast(latest), ["cluster", "_minute", "broker"]).withColumn("_stale", F.col("ts") < F.col("_latest"))
