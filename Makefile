@@ -39,12 +39,17 @@ browser:
 	  $$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
 
 # A real Pulsar cluster (Maven Central jars, needs java + mvn), recorded by `lbreplay collect` and audited:
-# the audit's UNLOAD/SPLIT decisions compared with the leader's log (scripts/pulsar/live-test.sh).
+# the audit's UNLOAD/SPLIT decisions compared with the leader's log (scripts/pulsar/live-test.sh), once with the
+# modular load manager (ThresholdShedder) and once with the extensible one (TransferShedder).
 test-pulsar: warm
 	PYTHON=$(abspath $(BIN))/python scripts/pulsar/live-test.sh --minutes 15
+	PYTHON=$(abspath $(BIN))/python scripts/pulsar/live-test.sh --minutes 15 --load-manager extensible \
+	  --work build/pulsar/live-extensible
 
 test-pulsar-trimmed: warm
-	PYTHON=$(abspath $(BIN))/python scripts/pulsar/live-test.sh --minutes 8 --work build/pulsar/live-trimmed
+	PYTHON=$(abspath $(BIN))/python scripts/pulsar/live-test.sh --minutes 7 --work build/pulsar/live-trimmed
+	PYTHON=$(abspath $(BIN))/python scripts/pulsar/live-test.sh --minutes 7 --load-manager extensible \
+	  --work build/pulsar/live-extensible-trimmed
 
 bench: install
 	$(BIN)/python bench/kernel_tick.py

@@ -11,7 +11,9 @@
 # Prints the admin URLs, the metadata store and the broker.conf the brokers ran.
 # Environment: LB_THRESHOLD_PERCENT (loadBalancerBrokerThresholdShedderPercentage, default 1) and
 # LB_HISTORY_PERCENTAGE (loadBalancerHistoryResourcePercentage, default 0.5: the smoothed usage follows a
-# change within minutes, so an 8-minute test sees unloads).
+# change within minutes, so an 8-minute test sees unloads); for the extensible manager LB_TARGET_STD
+# (loadBalancerBrokerLoadTargetStd, default 0.001), LB_HIT_COUNT (loadBalancerSheddingConditionHitCountThreshold,
+# default 1) and LB_SHEDDING_DELAY_SECONDS (loadBalanceSheddingDelayInSeconds, default 60).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -29,7 +31,7 @@ while [ $# -gt 0 ]; do
     --cpu-quota) CPU_QUOTA="$2"; shift 2 ;;
     --cluster) CLUSTER="$2"; shift 2 ;;
     --port-offset) OFFSET="$2"; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "start-cluster: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -137,6 +139,10 @@ loadBalancerLoadSheddingStrategy=org.apache.pulsar.broker.loadbalance.impl.Thres
   extensible) LB_CONF="loadManagerClassName=org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl
 loadBalancerLoadSheddingStrategy=org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder
 loadBalancerTransferEnabled=true
+# brokers on one machine differ by 0.00-0.02 in load (std): a low target std and one hit, so a test sees transfers
+loadBalancerBrokerLoadTargetStd=${LB_TARGET_STD:-0.001}
+loadBalancerSheddingConditionHitCountThreshold=${LB_HIT_COUNT:-1}
+loadBalanceSheddingDelayInSeconds=${LB_SHEDDING_DELAY_SECONDS:-60}
 # TransferShedder and the split strategy log why they (do not) unload or split, and each run's load stats
 loadBalancerDebugModeEnabled=true" ;;
   *) echo "start-cluster: --load-manager modular|extensible" >&2; exit 2 ;;

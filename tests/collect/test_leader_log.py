@@ -100,3 +100,42 @@ def test_shedding_timer_check_against_the_leaders_runs(tmp_path: Path, second: s
     got = shedding_timer_check(dump, read_dumps(dump, "x").rows, dump / "broker.conf")
     assert (got["leader"], got["elections"], got["leader_within_1s"]) == (4, 1, within)
     assert got["audit"] >= 4 and (within == 0 or got["max_offset_ms"] == 64)
+
+
+# ExtensibleLoadManagerImpl (Pulsar 4.0.7): UnloadScheduler.execute on the leader, SplitManager on the owner broker
+# (the Unload record's toString), as scripts/pulsar/log4j2.xml writes them, prefixed with the logging broker's id.
+EXT_LOG = """\
+127.0.0.1:18083 2026-11-27T01:45:45,268+0000 [pulsar-load-manager-1-1] INFO  org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder - brokers' load stats:sum:0.78, sqSum:0.21, avg:0.26, std:0.01, totalBrokers:3
+127.0.0.1:18083 2026-11-27T01:45:45,270+0000 [pulsar-load-manager-1-1] INFO  org.apache.pulsar.broker.loadbalance.extensions.scheduler.UnloadScheduler - [TransferShedder] Unloading bundle: Unload[sourceBroker=127.0.0.1:18082, serviceUnit=lb/hot/0x30000000_0x40000000, destBroker=Optional[127.0.0.1:18081], force=false]
+127.0.0.1:18082 2026-11-27T01:45:53,175+0000 [pulsar-load-manager-1-1] INFO  org.apache.pulsar.broker.loadbalance.extensions.strategy.DefaultNamespaceBundleSplitStrategyImpl - Can't split broker:lb/hot/0xb0000000_0xc0000000. Split condition hit count: 0 is less than or equal to threshold: 3.
+127.0.0.1:18082 2026-11-27T01:45:53,175+0000 [pulsar-io-3-1] INFO  org.apache.pulsar.broker.loadbalance.extensions.manager.SplitManager - Published the bundle split event for bundle:lb/hot/0x70000000_0x80000000. Waiting the split event to complete. Timeout: 60000 MILLISECONDS
+127.0.0.1:18081 2026-11-27T01:45:53,522+0000 [pulsar-io-3-1] INFO  org.apache.pulsar.broker.loadbalance.extensions.manager.SplitManager - Published the bundle split event for bundle:lb.x/hot/0xe0000000_0xf0000000. Waiting the split event to complete. Timeout: 60000 MILLISECONDS
+127.0.0.1:18082 2026-11-27T01:45:53,631+0000 [broker-client-shared-internal-executor-5-1] INFO  org.apache.pulsar.broker.loadbalance.extensions.manager.SplitManager - Completed the bundle split event for bundle:lb/hot/0x70000000_0x80000000
+127.0.0.1:18081 2026-11-27T01:46:53,530+0000 [pulsar-io-3-1] WARN  org.apache.pulsar.broker.loadbalance.extensions.manager.SplitManager - Timed out while waiting for the bundle split event: lb.x/hot/0xe0000000_0xf0000000
+127.0.0.1:18083 2026-11-27T01:46:45,266+0000 [pulsar-load-manager-1-1] INFO  org.apache.pulsar.broker.loadbalance.extensions.scheduler.UnloadScheduler - [TransferShedder] Unload decision result: []
+127.0.0.1:18083 2026-11-27T01:47:45,266+0000 [pulsar-load-manager-1-1] INFO  org.apache.pulsar.broker.loadbalance.extensions.scheduler.UnloadScheduler - [TransferShedder] Unloading bundle: Unload[sourceBroker=127.0.0.1:18081, serviceUnit=lb/hot/0x00000000_0x10000000, destBroker=Optional.empty, force=false]
+"""
+EXT_T0 = 1795743945268  # 2026-11-27T01:45:45.268Z
+
+
+def test_parse_the_extensible_managers_transfers_and_splits() -> None:
+    """UnloadScheduler's ``Unload[...]`` (with and without a destination) and SplitManager's published split event,
+    its owner from the line's broker prefix, its outcome from the completion or the timeout naming the bundle."""
+    ds = parse_leader_log(EXT_LOG.splitlines(), attempts=True)
+    assert [(d.at_ms - EXT_T0, d.action, d.bundle, d.source, d.target, d.outcome) for d in ds] == [
+        (2, "UNLOAD", "lb/hot/0x30000000_0x40000000", "127.0.0.1:18082", "127.0.0.1:18081", None),
+        (7_907, "SPLIT", "lb/hot/0x70000000_0x80000000", "127.0.0.1:18082", None, "succeeded"),
+        (8_254, "SPLIT", "lb.x/hot/0xe0000000_0xf0000000", "127.0.0.1:18081", None, "failed"),
+        (120_000 - 2, "UNLOAD", "lb/hot/0x00000000_0x10000000", "127.0.0.1:18081", None, None),
+    ]
+    assert ds[0].strategy == "TransferShedder"
+    assert [d.bundle for d in parse_leader_log(EXT_LOG.splitlines())] == [
+        "lb/hot/0x30000000_0x40000000", "lb/hot/0x70000000_0x80000000", "lb/hot/0x00000000_0x10000000"]
+
+
+def test_the_extensible_leaders_shedding_runs_are_its_unload_schedulers() -> None:
+    """One run per burst of UnloadScheduler / TransferShedder lines; the split strategy's lines, logged on every
+    broker's load-manager thread by its own SplitScheduler, are not the leader's runs."""
+    from lbreplay.collect.leader_log import shedding_runs
+
+    assert shedding_runs(EXT_LOG.splitlines()) == [EXT_T0, EXT_T0 + 59_998, EXT_T0 + 119_998]

@@ -280,6 +280,28 @@ def test_generator_style_tables(spark, lake) -> None:
     }
 
 
+def test_a_top_bundles_reporter_without_load_data_nearby_is_flagged(spark, lake, tmp_path: Path) -> None:
+    """A broker publishes its TopBundlesLoadData on its own; its BrokerLoadData only on a 10 % change or every
+    ``loadBalancerReportUpdateMaxIntervalMinutes`` (15 by default). A list 20 minutes after the broker's last
+    BrokerLoadData is a healthy recording; a list from a broker with no BrokerLoadData within the hour is flagged,
+    with its rows."""
+    import shutil
+
+    dump = tmp_path / "dump"
+    shutil.copytree(EXTENSIBLE, dump)
+    top = dump / "top-bundles-load-data"
+    shutil.copy(top / "broker-1_8080" / "20230802T120200Z.json", top / "broker-1_8080" / "20230802T122200Z.json")
+    (top / "ghost_8080").mkdir()
+    shutil.copy(top / "broker-1_8080" / "20230802T120200Z.json", top / "ghost_8080" / "20230802T120200Z.json")
+    listed = len(json.loads((top / "ghost_8080" / "20230802T120200Z.json").read_text())["topBundlesLoadData"])
+    ing.ingest(spark, lake, dump, "val_ext_ghost")
+    report = val.validate(spark, lake, "val_ext_ghost")
+    assert [(r.table, r.rule, r.column) for r in report.failures] == [
+        ("top_bundles_load_data", "reporting_broker_alive", "broker")]
+    assert report.failures[0].failing == listed
+    assert report.failures[0].samples and all('"broker":"ghost:8080"' in r for r in report.failures[0].samples)
+
+
 def test_extensible_sample_passes(spark, lake) -> None:
     """The extensible sample (BrokerLoadData + TopBundlesLoadData) validates: every top-bundle reporter has a
     BrokerLoadData row in the same minute (TopBundlesLoadData at its file's 12:0m:00, BrokerLoadData at its own

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 
 import numpy as np
@@ -215,3 +216,46 @@ def test_observed_tick_decides_like_a_closed_loop_tick_on_the_same_state(config:
     assert {k[6] for k in closed} == ({"TransferShedder"} if config else {"ThresholdShedder"})
     assert any(k[4] == "broker-0:8080" for k in closed)  # the hot broker sheds
     assert not any(d.action == "ASSIGN" for d in decided["observed"])  # an audit applies nothing
+
+
+def _recorded_ticks(static: StaticInputs, owner: list[int], n_ticks: int, ema: list[float],
+                    tombstoned: int | None = None):
+    """An extensible recording's held versions: every broker reports the same usage, but the BrokerLoadData it
+    published (``ObservedTick.broker_meta``) says ``ema``; each broker's top bundles list is the bundles it owns.
+    ``tombstoned``: that broker's entry is removed (its ``updated_at_ms`` NaN) at every tick."""
+    from lbreplay.replay.stream_manifest import RECORDED_LOAD_DATA
+
+    n = len(static.broker_ids)
+    for obs in _ticks(n, owner, n_ticks):
+        meta = {name: np.zeros(n) for name in RECORDED_LOAD_DATA}
+        meta["weighted_max_ema"] = np.array(ema)
+        meta["updated_at_ms"] = np.full(n, float(obs.ts_ms))
+        meta["msg_throughput_in"] = np.bincount(obs.bundle_owner, obs.bundle_values[:, 0], minlength=n)
+        if tombstoned is not None:
+            meta["updated_at_ms"][tombstoned] = np.nan
+        obs.broker_meta = meta
+        obs.last_update = np.full(n, obs.ts_ms, dtype=np.int64)
+        obs.listings = (obs.bundle_owner.astype(np.int64), np.arange(len(owner), dtype=np.int64), obs.bundle_values)
+        yield obs
+
+
+@pytest.mark.parametrize("tombstoned", [None, 2], ids=["published", "tombstoned"])
+def test_an_extensible_audit_decides_on_the_published_load_data(tombstoned: int | None) -> None:
+    """Audit of an extensible recording: TransferShedder reads each broker's BrokerLoadData as published (its
+    ``weightedMaxEMA``), not a load rebuilt from the usage (equal here, which would shed nothing); it transfers
+    from broker-0 (published 0.9) after the hit count, to the least loaded. A broker whose entry is tombstoned
+    (``BrokerLoadDataReporter.tombstone``) has no load data: every run skips (``NoLoadData``), nothing moves."""
+    owner = [0] * 8 + [1, 2, 3, 4] * 2
+    static = _static(5)
+    replay = Replay(RunSpec("r", "c", "observed", EXTENSIBLE, 1), static)
+    ema = [0.9, 0.1, 0.2, 0.3, 0.15]
+    decided = [d for obs in _recorded_ticks(static, owner, 8, ema, tombstoned) for d in replay.step(obs).decisions]
+    if tombstoned is not None:
+        assert decided == []
+        return
+    assert decided and {d.tick for d in decided} == {4}
+    assert {(d.action, d.source_broker, d.target_broker) for d in decided} == {
+        ("TRANSFER", "broker-0:8080", "broker-1:8080")}
+    rebuilt = Replay(RunSpec("r", "c", "observed", EXTENSIBLE, 1), static)  # the same ticks, no recorded load data
+    plain = (dataclasses.replace(obs, broker_meta={}) for obs in _recorded_ticks(static, owner, 8, ema))
+    assert [d for obs in plain for d in rebuilt.step(obs).decisions] == []

@@ -28,9 +28,11 @@ from lbreplay.collect.leader_log import (
     parse_leader_log,
     shedding_runs,
     shedding_views,
+    transfer_views,
 )
 from lbreplay.collect.leader_view import (
     held_at,
+    published_versions,
     recorded_versions,
     shedding_phase_ms,
     write_leader_view,
@@ -56,10 +58,15 @@ def leader_decisions(dump: Path) -> list[Decision]:
     return out
 
 
+def _reports(dump: Path) -> dict[str, list[Any]]:
+    """Per broker, its recorded report versions: ``LocalBrokerData`` (modular) or ``BrokerLoadData``."""
+    return recorded_versions(dump, "brokers") or published_versions(dump, "broker-load-data")
+
+
 def _held(dump: Path, t: int) -> dict[str, Any]:
     """Per broker: the report version the leader held at ``t`` and its age."""
     out = {}
-    for broker, versions in recorded_versions(dump, "brokers").items():
+    for broker, versions in _reports(dump).items():
         v = held_at(versions, t)
         if v is not None:
             out[broker] = {"version": v.version, "mtime": v.mtime, "age_s": round((t - v.mtime) / 1000, 1)}
@@ -79,14 +86,20 @@ def audit_decisions(spark: Any, lake: str, run_id: str) -> list[Decision]:
             for r in rows]
 
 
-def _bundle_rows(spark: Any, lake: str, cluster: str, ts_ms: int, bundle: str) -> list[str]:
+def _report_tables(rows: dict[str, list[Any]]) -> tuple[str, str]:
+    """The recording's (broker, bundle) report tables: modular, or the extensible load manager's."""
+    return ("broker_load", "bundle_load") if rows.get("broker_load") else ("broker_load_data_ext",
+                                                                            "top_bundles_load_data")
+
+
+def _bundle_rows(spark: Any, lake: str, cluster: str, ts_ms: int, bundle: str, table: str) -> list[str]:
     """The brokers whose reports written in the minute of ``ts_ms`` list ``bundle``."""
     from pyspark.sql import functions as F
 
     from lbreplay.lake.tables import table_location
 
     minute = ts_ms // 60_000 * 60
-    rows = (spark.read.format("delta").load(table_location(lake, "bundle_load"))
+    rows = (spark.read.format("delta").load(table_location(lake, table))
             .where((F.col("cluster") == cluster) & (F.col("bundle") == bundle)
                    & (F.col("ts") >= F.timestamp_seconds(F.lit(minute)))
                    & (F.col("ts") < F.timestamp_seconds(F.lit(minute + 60))))
@@ -94,7 +107,8 @@ def _bundle_rows(spark: Any, lake: str, cluster: str, ts_ms: int, bundle: str) -
     return sorted(r["broker"] for r in rows)
 
 
-def explain(spark: Any, lake: str, cluster: str, dump: Path, cmp: Comparison, ticks: list[int]) -> list[dict[str, Any]]:
+def explain(spark: Any, lake: str, cluster: str, dump: Path, cmp: Comparison, ticks: list[int],
+            bundle_table: str = "bundle_load") -> list[dict[str, Any]]:
     """One entry per difference with the facts that explain it."""
     out = []
     near = {id(d): a for d, a in cmp.near}
@@ -112,7 +126,7 @@ def explain(spark: Any, lake: str, cluster: str, dump: Path, cmp: Comparison, ti
                 if twin is not None:
                     facts["leader_same_decision_at"] = _iso(twin.at_ms)
             facts["leader_held_at_decision"] = _held(dump, d.at_ms)
-            facts["audit_tick_bundle_owners"] = _bundle_rows(spark, lake, cluster, d.tick_ms, d.bundle)
+            facts["audit_tick_bundle_owners"] = _bundle_rows(spark, lake, cluster, d.tick_ms, d.bundle, bundle_table)
             if d.line:
                 facts["log"] = d.line[-300:]
             out.append(facts)
@@ -141,7 +155,7 @@ def shedding_timer_check(dump: Path, rows: dict[str, list[dict[str, Any]]], brok
 
     pulsar, _ = resolve_run_config(None, str(broker_conf) if broker_conf else None)  # the audit's keys
     interval = int(PulsarConfig.resolve(pulsar)["loadBalancerSheddingIntervalMinutes"])
-    reports = [ms(r["ts"]) for r in rows.get("broker_load", [])]
+    reports = [ms(r["ts"]) for r in rows.get(_report_tables(rows)[0], [])]
     elections = [ms(r["ts"]) for r in rows.get("leader_election", [])]
     log = dump / "leader-decisions.log"
     if not reports or not log.exists():
@@ -152,7 +166,7 @@ def shedding_timer_check(dump: Path, rows: dict[str, list[dict[str, Any]]], brok
     leader = [t for t in shedding_runs(lines) if first <= t <= last]
     offsets = [min((t - a for a in audit), key=abs) for t in leader] if audit else []
     views = [(t, b, pct) for t, b, pct in shedding_views(lines) if first <= t <= last]
-    versions = recorded_versions(dump, "brokers")
+    versions = _reports(dump)
     equal, lagged, other = 0, [], []
     for t, broker, pct in views:
         s = min(audit, key=lambda a: abs(t - a)) if audit else None
@@ -170,25 +184,55 @@ def shedding_timer_check(dump: Path, rows: dict[str, list[dict[str, Any]]], brok
                            "and the run, late by the shedding task's earlier runs' durations (fixed delay)"})
         else:
             other.append(fact)
+    # TransferShedder's printed LoadStats: the weightedMaxEMA of the BrokerLoadData held at the audit's timer tick
+    loads_printed = [v for v in transfer_views(lines) if first <= v[0] <= last]
+    for t, printed, order in loads_printed:
+        s = min(audit, key=lambda a: abs(t - a)) if audit else None
+        at = {b: held_at(vs, s) for b, vs in versions.items()} if s is not None and abs(t - s) <= 1_000 else {}
+        loads = {b: float(json.loads(v.path.read_bytes())["weightedMaxEMA"]) for b, v in at.items()
+                 if v is not None and v.path.suffix == ".json"}
+        expected = load_stats(loads)
+        if at and expected == (printed, order):
+            equal += 1
+        else:
+            other.append({"run": _iso(t), "timer_minute": _iso(s) if s is not None else None, "printed": printed,
+                          "sorted": ", ".join(order), "held": expected[0], "held_sorted": ", ".join(expected[1])})
     return {"leader": len(leader), "audit": len(audit), "elections": len(elections),
             "leader_within_1s": sum(abs(o) <= 1_000 for o in offsets),
             "max_offset_ms": max((abs(o) for o in offsets), default=None),
-            "views": len(views), "views_equal": equal, "views_written_during_lag": lagged, "views_unexplained": other}
+            "views": len(views) + len(loads_printed), "views_equal": equal, "views_written_during_lag": lagged,
+            "views_unexplained": other}
+
+
+def load_stats(loads: dict[str, float]) -> tuple[dict[str, str], list[str]]:
+    """TransferShedder's ``LoadStats`` of the brokers' ``weightedMaxEMA`` as its debug line prints them (``%.2f``)
+    and the brokers sorted by load (``LoadStats.update`` / ``setLoadDataStore``)."""
+    total = sum(loads.values())
+    sq = sum(v * v for v in loads.values())
+    n = len(loads)
+    avg = total / n if n else 0.0
+    std = (sq / n - avg * avg) ** 0.5 if n else 0.0
+    values = {"sum": total, "sqSum": sq, "avg": avg, "std": std}
+    return {k: java_2f(v) for k, v in values.items()}, sorted(loads, key=lambda b: loads[b])
+
+
+def java_2f(value: float) -> str:
+    """Java's ``%.2f``: the shortest decimal of the double, rounded half up."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    return str(Decimal(repr(float(value))).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
 
 
 def printed_resource_usage(report: dict[str, Any]) -> dict[str, str]:
     """``LocalBrokerData.printResourceUsage()`` of a report: ``ResourceUsage.percentUsage()`` (float arithmetic)
     of each resource, as Java's ``%.2f`` prints it (the shortest decimal of the value, rounded half up)."""
-    from decimal import ROUND_HALF_UP, Decimal
-
     import numpy as np
 
     out = {}
     for key in ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut"):
         r = report.get(key) or {}
         usage, limit = np.float32(r.get("usage", 0.0)), np.float32(r.get("limit", 0.0))
-        percent = float((usage / limit if limit > 0 else np.float32(0)) * np.float32(100))
-        out[key] = str(Decimal(repr(percent)).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
+        out[key] = java_2f(float((usage / limit if limit > 0 else np.float32(0)) * np.float32(100)))
     return out
 
 
@@ -220,6 +264,10 @@ def check(dump: Path, work: Path, cluster: str, broker_conf: Path | None, spark:
     report["raw"]["validation_passed"] = raw.passed
     report["raw"]["validation"] = raw.details()
     audited = cluster
+    if not raw.passed and _report_tables(dumped.rows)[0] != "broker_load":  # the leader's view is the modular one's
+        report["result"] = "not audited: validation refuses the raw recording"
+        _write(work, report)
+        return report
     if not raw.passed:
         view = work / "leader-view"
         shutil.rmtree(view, ignore_errors=True)
@@ -251,8 +299,9 @@ def check(dump: Path, work: Path, cluster: str, broker_conf: Path | None, spark:
 
     from lbreplay.lake.tables import table_location
 
+    broker_table, bundle_table = _report_tables(dumped.rows)
     ticks = sorted({int(r["ts"].timestamp() * 1000) for r in spark.read.format("delta").load(
-        table_location(lake, "broker_load")).where(F.col("cluster") == audited).select("ts").distinct().collect()})
+        table_location(lake, broker_table)).where(F.col("cluster") == audited).select("ts").distinct().collect()})
     cmp = compare(leader, audit)
     report.update(run_id=run_id, audited_cluster=audited, audit_decisions=len(audit),
                   audit_unloads=sum(d.action == "UNLOAD" for d in audit),
@@ -261,7 +310,7 @@ def check(dump: Path, work: Path, cluster: str, broker_conf: Path | None, spark:
                   matched_decisions=[{"tick": _iso(d.tick_ms), "action": d.action, "bundle": d.bundle,
                                       "source": d.source, "leader_target": d.target, "audit_target": a.target}
                                      for d, a in cmp.matched],
-                  differences=explain(spark, lake, audited, dump, cmp, ticks),
+                  differences=explain(spark, lake, audited, dump, cmp, ticks, bundle_table),
                   audited_ticks=[_iso(ticks[0]), _iso(ticks[-1])] if ticks else [])
     report["result"] = "compared"
     _write(work, report)

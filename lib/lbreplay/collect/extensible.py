@@ -3,8 +3,10 @@
 ``BrokerLoadData`` and ``TopBundlesLoadData`` are table views on non-persistent topics (keyed by broker id), the
 service-unit states a table view on a persistent topic (keyed by bundle). A reader on each writes every message
 it receives: ``extensible/broker-load-data/<host_port>/<publish ms>.json``,
-``extensible/top-bundles-load-data/<host_port>/<publish ms>.json`` (both read by ``ingest``) and one line per
-state change in ``collect/extensible/service-unit-state.jsonl``. Non-persistent topics keep no history: the
+``extensible/top-bundles-load-data/<host_port>/<publish ms>.json`` (both read by ``ingest``), an empty
+``<publish ms>.tombstone`` for a tombstone (the broker removed its entry: it cleared its load data when a bundle
+left or reached it, ``BrokerLoadDataReporter.handleEvent``) and one line per state change in
+``collect/extensible/service-unit-state.jsonl``. Non-persistent topics keep no history: the
 recording starts when ``collect`` starts.
 """
 
@@ -72,8 +74,8 @@ class ExtensibleRecorder:
             except (UnicodeDecodeError, json.JSONDecodeError):
                 value = {"bytes": len(data)}
             self.units.write({"service_unit": key, "publish_ms": publish_ms, "value": value})
-        elif data:
-            path = self.out / "extensible" / kind / safe_part(key) / f"{publish_ms:013d}.json"
+        else:  # an empty value is the broker's tombstone (BrokerLoadDataReporter / TopBundleLoadDataReporter)
+            path = self.out / "extensible" / kind / safe_part(key) / f"{publish_ms:013d}.{'json' if data else 'tombstone'}"
             if not path.exists():
                 atomic_write(path, data)
         self.counts[kind] += 1

@@ -9,6 +9,7 @@ file                                                            content
 ``loadbalance/broker-time-average/<host_port>/<mtime>-v<n>.json``  ``{"<broker>": TimeAverageBrokerData}``
 ``extensible/broker-load-data/<host_port>/<ms>.json``            ``BrokerLoadData`` (extensible load manager)
 ``extensible/top-bundles-load-data/<host_port>/<ms>.json``       ``TopBundlesLoadData``
+``extensible/<kind>/<host_port>/<ms>.tombstone``                 an empty message: the broker's entry removed
 ``collect/metadata-versions.jsonl``                             one line per recorded or missed znode version
                                                                 (path, version, mtime, ctime, file) and per
                                                                 deleted node (a broker gone: ``absent``)
@@ -16,6 +17,9 @@ file                                                            content
                                                                 (source, admin URL, HTTP status, body)
 ``collect/extensible/service-unit-state.jsonl``                 service-unit state changes (extensible)
 ``collect/session.jsonl``                                       start / stop of each collect session
+``leader-decisions.log`` (optional, not written by ``collect``)  the leader's load-balancer log lines, copied in
+                                                                by the operator: ``ingest`` times the extensible
+                                                                leader's ``UnloadScheduler`` from them
 ==============================================================  =============================================
 
 ``<mtime>`` is the znode's modification time in epoch milliseconds (the moment the leader could first read that

@@ -10,7 +10,17 @@
   refused with "Invalid upper boundary"). A split attempt that failed is kept with ``outcome="failed"`` and is
   not a decision the comparison counts.
 
-Lines may carry a prefix (e.g. the broker id the log came from) before the log4j timestamp. A decision's tick is
+``ExtensibleLoadManagerImpl`` (PIP-192):
+
+* ``UnloadScheduler.execute`` (the leader): ``[TransferShedder] Unloading bundle: Unload[sourceBroker=<broker>,
+  serviceUnit=<bundle>, destBroker=Optional[<dest>], force=false]`` (``Optional.empty``: an unload without a
+  transfer);
+* ``SplitManager.handleSplit`` (the owner broker): ``Published the bundle split event for bundle:<bundle>``, then
+  ``Completed the bundle split event for bundle:<bundle>``, or ``Timed out while waiting for the bundle split
+  event: <bundle>`` / ``Failed the bundle split event for bundle:<bundle>``.
+
+Lines may carry a prefix (e.g. the broker id the log came from) before the log4j timestamp; a ``host:port`` prefix
+names the broker that logged the line (an extensible split's owner). A decision's tick is
 its time truncated to the minute (UTC): the comparison matches the leader's and the audit's decisions per minute
 (the audit decides at the exact times of the report versions ``ingest`` keeps, the leader logs a few ms later).
 """
@@ -20,13 +30,21 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _TS = re.compile(r"(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2})[,.](\d{3})(Z|[+-]\d{2}:?\d{2})?")
 _UNLOAD = re.compile(r"\[(?P<strategy>\w+)\] Unloading bundle: (?P<bundle>\S+) from broker (?P<source>\S+) "
                      r"to dest broker (?P<target>\S+)")
 _SPLIT = re.compile(r"Load-manager splitting bundle (?P<bundle>\S+) and unloading (?P<unload>\w+)")
 _SPLIT_OUTCOME = re.compile(r"(?P<outcome>Successfully|Failed to) split namespace bundle (?P<bundle>\S+)")
+_TRANSFER = re.compile(r"\[(?P<strategy>\w+)\] Unloading bundle: Unload\[sourceBroker=(?P<source>[^,\]]+), "
+                       r"serviceUnit=(?P<bundle>[^,\]]+), destBroker=Optional(?:\[(?P<target>[^\]]*)\]|\.empty)")
+_SPLIT_EVENT = re.compile(r"Published the bundle split event for bundle:(?P<bundle>[^\s.]+(?:\.[^\s.]+)*?)\. ")
+_SPLIT_EVENT_OUTCOME = re.compile(r"(?P<outcome>Completed the bundle split event for bundle:|Timed out while waiting "
+                                  r"for the bundle split event: |Failed the bundle split event for bundle:)"
+                                  r"(?P<bundle>[^\s,]+)")
+_PREFIX_BROKER = re.compile(r"^\s*(?P<broker>[\w.-]+:\d+)\s+\d{4}-")
 
 
 @dataclass(frozen=True)
@@ -58,7 +76,7 @@ def _epoch_ms(m: re.Match[str]) -> int:
         dt = datetime.fromisoformat(text + zone)
     else:
         dt = datetime.fromisoformat(text).replace(tzinfo=UTC)
-    return int(dt.timestamp() * 1000)
+    return (dt - _EPOCH) // timedelta(milliseconds=1)  # exact (a float product can land 1 ms short)
 
 
 def parse_leader_log(lines: Iterable[str], attempts: bool = False) -> list[Decision]:
@@ -71,6 +89,21 @@ def parse_leader_log(lines: Iterable[str], attempts: bool = False) -> list[Decis
         if not m_ts:
             continue
         at = _epoch_ms(m_ts)
+        m = _TRANSFER.search(line)
+        if m:
+            out.append(Decision(at, "UNLOAD", m.group("bundle"), m.group("source"), m.group("target") or None,
+                                m.group("strategy"), line.rstrip("\n")))
+            continue
+        m = _SPLIT_EVENT.search(line)
+        if m:
+            p = _PREFIX_BROKER.match(line)
+            out.append(Decision(at, "SPLIT", m.group("bundle"), p.group("broker") if p else None, None, None,
+                                line.rstrip("\n")))
+            continue
+        m = _SPLIT_EVENT_OUTCOME.search(line)
+        if m:
+            _set_outcome(out, m.group("bundle"), m.group("outcome").startswith("Completed"))
+            continue
         m = _UNLOAD.search(line)
         if m:
             target = m.group("target")
@@ -83,25 +116,30 @@ def parse_leader_log(lines: Iterable[str], attempts: bool = False) -> list[Decis
             continue
         m = _SPLIT_OUTCOME.search(line)
         if m:
-            pending = [i for i, d in enumerate(out)
-                       if d.action == "SPLIT" and d.bundle == m.group("bundle") and d.outcome is None]
-            if pending:
-                i = pending[-1]
-                d = out[i]
-                out[i] = Decision(d.at_ms, d.action, d.bundle, d.source, d.target, d.strategy, d.line,
-                                  "succeeded" if m.group("outcome") == "Successfully" else "failed")
+            _set_outcome(out, m.group("bundle"), m.group("outcome") == "Successfully")
     out = [d for d in out if attempts or d.outcome != "failed"]
     return sorted(out, key=lambda d: (d.at_ms, d.action, d.bundle))
 
 
-_SHEDDER_LINE = re.compile(r"\[pulsar-load-manager-[\w-]*\] \w+ +org\.apache\.pulsar\.broker\.loadbalance\.impl\."
-                           r"(ThresholdShedder|OverloadShedder|UniformLoadShedder|AvgShedder|ModularLoadManagerImpl)")
+def _set_outcome(out: list[Decision], bundle: str, succeeded: bool) -> None:
+    """The latest SPLIT of ``bundle`` without an outcome gets this one."""
+    pending = [i for i, d in enumerate(out) if d.action == "SPLIT" and d.bundle == bundle and d.outcome is None]
+    if pending:
+        d = out[pending[-1]]
+        out[pending[-1]] = Decision(d.at_ms, d.action, d.bundle, d.source, d.target, d.strategy, d.line,
+                                    "succeeded" if succeeded else "failed")
+
+
+_SHEDDER_LINE = re.compile(r"\[pulsar-load-manager-[\w-]*\] \w+ +org\.apache\.pulsar\.broker\.loadbalance\.(impl\."
+                           r"(ThresholdShedder|OverloadShedder|UniformLoadShedder|AvgShedder|ModularLoadManagerImpl)"
+                           r"|extensions\.scheduler\.(TransferShedder|UnloadScheduler))\b")
 
 
 def shedding_runs(lines: Iterable[str], gap_ms: int = 5_000) -> list[int]:
-    """When the leader's ``LoadSheddingTask`` ran (epoch ms of each run's first line): the lines its shedding
-    strategy or ``doLoadShedding`` logs on the load manager's executor thread (``pulsar-load-manager-*``; a
-    strategy logs each broker it looks at under DEBUG), one run per burst of lines ``gap_ms`` apart."""
+    """When the leader's ``LoadSheddingTask`` (extensible: ``UnloadScheduler``) ran (epoch ms of each run's first
+    line): the lines its shedding strategy or ``doLoadShedding`` logs on the load manager's executor thread
+    (``pulsar-load-manager-*``; a strategy logs each broker it looks at under DEBUG; ``UnloadScheduler`` logs each
+    run's decision result), one run per burst of lines ``gap_ms`` apart."""
     times = sorted(_epoch_ms(m) for line in lines if _SHEDDER_LINE.search(line) and (m := _TS.search(line)))
     runs: list[int] = []
     last = 0
@@ -126,6 +164,24 @@ def shedding_views(lines: Iterable[str]) -> list[tuple[int, str, dict[str, str]]
         m, m_ts = _NOT_OVERLOADED.search(line), _TS.search(line)
         if m and m_ts:
             out.append((_epoch_ms(m_ts), m.group("broker"), dict(_PERCENT.findall(m.group("usage")))))
+    return out
+
+
+_LOAD_STATS = re.compile(r"TransferShedder - brokers' load stats:sum:(?P<sum>[-\d.]+), sqSum:(?P<sqSum>[-\d.]+), "
+                         r"avg:(?P<avg>[-\d.]+), std:(?P<std>[-\d.NaN]+), totalBrokers:(?P<n>\d+), "
+                         r"brokersSortedByLoad:\[(?P<brokers>[^\]]*)\]$")
+
+
+def transfer_views(lines: Iterable[str]) -> list[tuple[int, dict[str, str], list[str]]]:
+    """What TransferShedder read at each run (``loadBalancerDebugModeEnabled``): its ``LoadStats`` of the held
+    BrokerLoadData's ``weightedMaxEMA`` (``%.2f``) and the brokers sorted by it: (time, {sum, sqSum, avg, std},
+    brokers). The same line with ``after offload`` (logged per planned transfer) is left out."""
+    out = []
+    for line in lines:
+        m, m_ts = _LOAD_STATS.search(line.rstrip()), _TS.search(line)
+        if m and m_ts:
+            brokers = [b.strip() for b in m.group("brokers").split(",") if b.strip()]
+            out.append((_epoch_ms(m_ts), {k: m.group(k) for k in ("sum", "sqSum", "avg", "std")}, brokers))
     return out
 
 

@@ -57,6 +57,20 @@ def recorded_versions(dump: Path, kind: str) -> dict[str, list[Version]]:
     return out
 
 
+def published_versions(dump: Path, kind: str) -> dict[str, list[Version]]:
+    """broker -> the extensible load manager's messages ``collect`` kept (``extensible/<kind>/<host_port>/<publish
+    ms>.json``, kind ``broker-load-data`` or ``top-bundles-load-data``; a ``.tombstone`` is the entry's removal) in
+    publish order; version = their rank."""
+    out: dict[str, list[Version]] = {}
+    root = dump / "extensible" / kind
+    for d in sorted(root.iterdir()) if root.is_dir() else ():
+        host, _, port = d.name.rpartition("_")
+        files = sorted((f for f in d.iterdir() if f.suffix in (".json", ".tombstone") and f.stem.isdigit()),
+                       key=lambda f: int(f.stem))
+        out[f"{host}:{port}"] = [Version(int(f.stem), i, f) for i, f in enumerate(files)]
+    return out
+
+
 def deletions(dump: Path, kind: str) -> dict[str, list[int]]:
     """name -> times its znode was seen deleted (a broker gone, the bundle data of an unloaded or split bundle)."""
     prefix = f"/loadbalance/{kind}/"

@@ -12,8 +12,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from lbreplay.collect.leader_log import shedding_runs
 from lbreplay.errors import InvalidInputError
 from lbreplay.kernel.json_readers import JsonObject, child
+from lbreplay.kernel.leader_election import MINUTE_MS
 from lbreplay.kernel.naming import bundle_bounds, split_bundle_name
 from lbreplay.lake.dump_tables import (
     BROKER_LOAD_DATA_EXT,
@@ -63,6 +65,9 @@ INGEST_TABLES: tuple[Table, ...] = (
 #: ``collect``'s record of znode versions (``lbreplay.collect.layout``) and the leader's znode in it.
 METADATA_VERSIONS = Path("collect") / "metadata-versions.jsonl"
 LEADER_PATH = "/loadbalance/leader"
+EXTENSION_LEADER_PATH = "/loadbalance/extension/leader"  # ExtensibleLoadManagerImpl's LeaderElectionService
+#: the leader's log lines, when the dump carries them (``collect/layout``): when its timed tasks really ran
+LEADER_LOG = Path("leader-decisions.log")
 
 
 def split_bundle(name: str) -> tuple[str | None, int | None, int | None]:
@@ -277,13 +282,19 @@ def parse_file(path: Path, root: Path, cluster: str, out: DumpRows) -> None:
 
 def leader_elections(root: Path, cluster: str, out: DumpRows) -> None:
     """The leader's elections in ``collect``'s record under ``root`` -> leader_election rows: each version of
-    ``/loadbalance/leader`` (an ephemeral znode created by the elected broker, ``LeaderElectionImpl``) is one
-    election at its ``ctime``, its ``brokerId`` the leader. Lines that are not JSON (torn by a collector killed
-    mid-write) are skipped, as ``collect`` reads them; a leader record without a usable ``ctime`` or ``brokerId``
-    names the file, line and field."""
+    ``/loadbalance/leader`` or ``/loadbalance/extension/leader`` (an ephemeral znode created by the elected broker,
+    ``LeaderElectionImpl``) is one election at its ``ctime``, its ``brokerId`` the leader. Lines that are not JSON
+    (torn by a collector killed mid-write) are skipped, as ``collect`` reads them; a leader record without a usable
+    ``ctime`` or ``brokerId`` names the file, line and field.
+
+    The extensible leader starts its ``UnloadScheduler`` in ``playLeader``, which waits until the broker is ready
+    for requests (``runWhenReadyForIncomingRequests``): a broker elected while it starts begins its timer seconds
+    after the election. With the leader's log in the dump (``leader-decisions.log``), the timer's start is the
+    first logged run after the election, less the whole minutes back to it (:func:`timer_start`)."""
     path = root / METADATA_VERSIONS
     if not path.is_file():
         return
+    runs: list[int] | None = None
     seen: set[int] = set()
     for n, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
         try:
@@ -291,7 +302,8 @@ def leader_elections(root: Path, cluster: str, out: DumpRows) -> None:
         except (json.JSONDecodeError, UnicodeDecodeError):
             continue  # a blank line, or a record torn by a collector killed mid-write (as collect's own reader)
         where = f"{path}: line {n}"
-        if not isinstance(rec, dict) or rec.get("path") != LEADER_PATH or rec.get("event") != "version":
+        if not isinstance(rec, dict) or rec.get("path") not in (LEADER_PATH, EXTENSION_LEADER_PATH) \
+                or rec.get("event") != "version":
             continue
         ctime, data = rec.get("ctime"), rec.get("data")
         if isinstance(ctime, bool) or not isinstance(ctime, int) or ctime <= 0:
@@ -301,4 +313,38 @@ def leader_elections(root: Path, cluster: str, out: DumpRows) -> None:
             raise InvalidInputError(f"{where}: $.data.brokerId: expected the leader's broker id, got {broker!r}")
         if ctime not in seen:
             seen.add(ctime)
-            out.rows[LEADER_ELECTION.name].append({"cluster": cluster, "ts": tick_of(ctime), "broker": broker})
+            start = ctime
+            if rec["path"] == EXTENSION_LEADER_PATH:
+                runs = _logged_runs(root) if runs is None else runs
+                start = timer_start(ctime, runs)
+            out.rows[LEADER_ELECTION.name].append({"cluster": cluster, "ts": tick_of(start), "broker": broker})
+
+
+def load_data_tombstones(root: Path, cluster: str, out: DumpRows) -> None:
+    """``collect``'s ``extensible/broker-load-data/<host_port>/<publish ms>.tombstone`` files -> broker_load_data_ext
+    rows whose load columns and ``updated_at`` are null: the broker removed its BrokerLoadData
+    (``BrokerLoadDataReporter.tombstone`` when a bundle leaves or reaches it), so the leader has none of it until
+    its next report (TransferShedder: ``NoLoadData``)."""
+    base = root / "extensible" / "broker-load-data"
+    for f in sorted(base.glob("*/*.tombstone")) if base.is_dir() else ():
+        if not f.stem.isdigit():
+            raise InvalidInputError(f"{f}: a tombstone's name is its publish time in epoch ms (<ms>.tombstone)")
+        host, _, port = f.parent.name.rpartition("_")
+        out.rows[BROKER_LOAD_DATA_EXT.name].append(
+            {"cluster": cluster, "ts": tick_of(int(f.stem)), "broker": f"{host}:{port}" if host else f.parent.name})
+
+
+def _logged_runs(root: Path) -> list[int]:
+    """When the leader's shedding task ran, from the dump's leader log (empty without one)."""
+    log = root / LEADER_LOG
+    return shedding_runs(log.read_text(encoding="utf-8", errors="replace").splitlines()) if log.is_file() else []
+
+
+def timer_start(elected_ms: int, runs_ms: list[int]) -> int:
+    """The extensible leader's timer start: its first logged run within the minute after ``elected_ms`` + k whole
+    minutes, less those minutes (the election itself without such a run): the timer's phase, whatever the
+    shedding interval."""
+    first = next((t for t in sorted(runs_ms) if t >= elected_ms), None)
+    if first is None or first - elected_ms > 60 * MINUTE_MS:
+        return elected_ms
+    return first - (first - elected_ms) // MINUTE_MS * MINUTE_MS

@@ -8,8 +8,9 @@ the ``lbreplay`` database, input tables partitioned by ``cluster`` and ``date``)
 - ``broker_load_data_ext`` — the extensible load manager's ``BrokerLoadData``
   (``org.apache.pulsar.broker.loadbalance.extensions.data.BrokerLoadData``).
 - ``top_bundles_load_data`` — the extensible load manager's ``TopBundlesLoadData`` (one row per listed bundle).
-- ``leader_election`` — each election of the modular load manager's leader (``/loadbalance/leader``, recorded by
-  ``collect``): it starts the leader's shedding timer (:mod:`lbreplay.kernel.leader_election`).
+- ``leader_election`` — each election of the load manager's leader (``/loadbalance/leader``, or
+  ``/loadbalance/extension/leader`` for the extensible one, recorded by ``collect``): it starts the leader's
+  shedding timer (:mod:`lbreplay.kernel.leader_election`).
 - ``validation_runs`` — one row per (cluster, table, Delta version) validation, read by replays to refuse
   unvalidated or failing input.
 """
@@ -107,7 +108,8 @@ BROKER_LOAD_DATA_EXT = Table(
         _c("max_resource_usage", "DOUBLE", "maxResourceUsage as reported (fraction; derived, recompute before use)"),
         _c("weighted_max_ema", "DOUBLE", "weightedMaxEMA (fraction): EMA of the weighted max resource usage"),
         _c("msg_throughput_ema", "DOUBLE", "msgThroughputEMA, bytes/s (absent in older versions)"),
-        _c("updated_at", "TIMESTAMP", "updatedAt (UTC)"),
+        _c("updated_at", "TIMESTAMP", "updatedAt (UTC); null on a tombstone row (the broker removed its entry; every "
+           "load column null)"),
         _c("reported_at", "TIMESTAMP", "reportedAt (UTC); null when 0 / absent"),
         _DATE,
     ),
@@ -137,13 +139,16 @@ LEADER_ELECTION = Table(
     "leader_election",
     (
         _c("cluster", "STRING", "cluster name", False),
-        _c("ts", "TIMESTAMP", "when the broker became leader (UTC, ms): the /loadbalance/leader znode's ctime", False),
+        _c("ts", "TIMESTAMP", "when the leader's timed tasks started (UTC, ms): the /loadbalance/leader znode's ctime; "
+           "extensible: /loadbalance/extension/leader's, or the first UnloadScheduler run the dump's leader log "
+           "shows, less whole minutes back to the election", False),
         _c("broker", "STRING", "the leader's broker id host:port (LeaderBroker.brokerId)", False),
         _DATE,
     ),
     ("cluster", "date"),
     ("cluster", "ts"),
-    "Elections of the modular load manager's leader (LeaderElectionService, /loadbalance/leader), from collect's record.",
+    "Elections of the load manager's leader (LeaderElectionService, /loadbalance/leader or /loadbalance/extension/"
+    "leader), from collect's record.",
 )
 
 VALIDATION_RUNS = Table(

@@ -26,7 +26,7 @@ rule                       meaning (GE expectation)
                            bundle moves (two brokers list it in one tick), and leave gaps while an unloaded bundle
                            waits for its next owner (DESIGN.md §4)
 ``reporting_broker_alive`` the reporting broker has a broker_load row at that ts (extensible: a
-                           broker_load_data_ext row in that minute) (flag)
+                           broker_load_data_ext row in the same or a neighbouring 30-minute window) (flag)
 ``max_samples_positive``   BundleData maxSamples >= 1 (0 makes Pulsar's TimeAverageMessageData divide by zero)
 ``num_samples_within_max`` 0 <= numSamples <= maxSamples (ExpectColumnPairValuesAToBeGreaterThanB or_equal)
 ``topic_name_format``      ``persistent://tenant/ns/topic`` (or non-persistent)
@@ -271,24 +271,30 @@ def _tiling_build(df: DataFrame, ctx: SuiteContext) -> DataFrame:
     return exact.unionByName(rest).drop("_minute", "_stale", "_latest")
 
 
-def _alive_builder(ref: Table, per_minute: bool = False) -> Builder:
+def _alive_builder(ref: Table, within_minutes: int = 0) -> Builder:
     """The reporting broker has a ``ref`` row at the row's ts (rows of one report share its time) or, with
-    ``per_minute``, in the row's minute (a separate report written at its own time, e.g. TopBundlesLoadData beside
-    BrokerLoadData: ``TopBundleLoadDataReporter`` and ``BrokerLoadDataReporter`` write independently)."""
-    key = "_minute" if per_minute else "ts"
-    where = "in this minute" if per_minute else "at this ts"
+    ``within_minutes``, one in the same or a neighbouring window of that many minutes (a separate report written at
+    its own time, e.g. TopBundlesLoadData beside BrokerLoadData: ``TopBundleLoadDataReporter`` and
+    ``BrokerLoadDataReporter`` write independently, the latter only on a 10 % change or every
+    ``loadBalancerReportUpdateMaxIntervalMinutes``, 15 by default)."""
+    key = "_window" if within_minutes else "ts"
+    where = f"within {within_minutes} minutes" if within_minutes else "at this ts"
+
+    def window(offset: int = 0) -> Column:
+        return (F.floor(F.unix_seconds(F.col("ts")) / (60 * within_minutes)) + offset).alias("_window")
 
     def build(df: DataFrame, ctx: SuiteContext) -> DataFrame:
         frame = ctx.frames.get(ref.name)
         if frame is None:
             frame = ctx.spark.createDataFrame([], "cluster STRING, ts TIMESTAMP, broker STRING")
-        if per_minute:
-            frame, df = frame.withColumn("_minute", _minute()), df.withColumn("_minute", _minute())
+        if within_minutes:
+            frame = frame.select("cluster", "broker", F.explode(F.array(window(-1), window(), window(1))).alias(key))
+            df = df.withColumn(key, window())
         alive = frame.select("cluster", key, "broker").distinct().withColumn("_alive", F.lit(True))
         joined = df.join(alive, ["cluster", key, "broker"], "left")
         msg = F.concat(F.lit(f"no {ref.name} row for broker "), F.col("broker"), F.lit(f" {where}"))
         flagged = joined.withColumn("_v_reporting_broker_alive", F.when(F.col("_alive").isNull(), msg))
-        return flagged.drop("_alive", "_minute")
+        return flagged.drop("_alive", "_window")
 
     return build
 
@@ -455,7 +461,7 @@ SUITES: dict[str, tuple[Rule, ...]] = {
         *_bundle_rules(),
         *_non_negative(*_STATS),
         *_finite(TOP_BUNDLES_LOAD_DATA),
-        Rule("reporting_broker_alive", "flag", ("broker",), build=_alive_builder(BROKER_LOAD_DATA_EXT, per_minute=True)),
+        Rule("reporting_broker_alive", "flag", ("broker",), build=_alive_builder(BROKER_LOAD_DATA_EXT, within_minutes=30)),
     ),
     LEADER_ELECTION.name: (
         *_key_rules(LEADER_ELECTION),

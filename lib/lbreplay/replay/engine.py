@@ -121,7 +121,8 @@ class Replay:
         compared = wmax if self.profile.overload_checks_weighted else max_resource_usage(usage, limit, conf)
         view = LoadView(obs.tick, obs.ts_ms, alive, vals, usage, limit, tot, num_bundles, compared,
                         observed_writes=None if self.closed_loop else self._observed_writes(obs, alive),
-                        apply=self.closed_loop, listings=listings, timer_minute=obs.timer_minute)
+                        apply=self.closed_loop, listings=listings, timer_minute=obs.timer_minute,
+                        recorded=None if self.closed_loop or not obs.broker_meta else obs.broker_meta)
 
         cal_err = None  # modelled vs observed cpu where the replay's ownership equals the observed one
         if self.closed_loop and layout.names == observed_layout.names and np.array_equal(layout.owner,

@@ -7,6 +7,11 @@ the extensible ``LeastResourceUsageWithWeight`` assignment, on the replay's owne
   10 % / 15 min rule holds (in an audit: when the history shows a new report), together with the broker's top-K
   bundle list; entries of brokers that left stay in the store (TransferShedder ages them out by
   ``loadBalancerBrokerLoadDataTTLInSeconds``).
+* An audit of an extensible recording (``LoadView.recorded``) publishes each held version's BrokerLoadData as the
+  broker published it (its ``weightedMaxEMA``, ``updatedAt``, ...) and its top bundles list in the published order
+  (``TopKBundles``' order depends on the broker's stats map iteration, so it is not recomputed); with the leader's
+  election known (``LoadView.timer_minute``) the ``UnloadScheduler`` and the split check run at its timer
+  minutes (fixed rate from ``playLeader``), not at report versions.
 * The service-unit state (``bundle_owners``) is the replay's ownership.
 * A transfer moves the bundle to its destination (``TRANSFER``); an unload without transfer leaves it unowned
   until the assignment step places it (``UNLOAD`` then ``ASSIGN``). An audit records decisions only.
@@ -30,6 +35,7 @@ from lbreplay.kernel.extensible.extensible_load_manager import (
 )
 from lbreplay.kernel.extensible.split_scheduler import SPLIT_STRATEGY
 from lbreplay.kernel.extensible.top_k_bundles import TopBundlesLoadData, top_k_bundles
+from lbreplay.kernel.leader_election import runs_at
 from lbreplay.kernel.modular_load_manager import LeaderTask
 from lbreplay.kernel.policies import NamespacePolicies
 from lbreplay.kernel.strategy import Unload
@@ -61,10 +67,16 @@ class ExtensibleLeader:
         self.shedding_task = LeaderTask()
 
     def tick(self, view: LoadView, ownership: Ownership) -> list[Decision]:
-        self._report(view, ownership)
-        decisions = self._split(view, ownership)
+        if view.recorded is not None:
+            self._publish_recorded(view, ownership)
+        else:
+            self._report(view, ownership)
+        minute = view.timer_minute  # None: no recorded election, the tasks run by the ticks' own clock
+        decisions = self._split(view, ownership) if minute is None or minute > 0 else []
         to_assign: list[str] = []
-        if self.shedding_task.due(view.ts_ms, self.conf["loadBalancerSheddingIntervalMinutes"] * 60_000):
+        interval = int(self.conf["loadBalancerSheddingIntervalMinutes"])
+        due = self.shedding_task.due(view.ts_ms, interval * 60_000) if minute is None else runs_at(minute, interval)
+        if due:
             decisions += self._shed(view, ownership, to_assign)
         pending = list(dict.fromkeys(to_assign + ownership.layout.unowned()))
         if pending and view.alive.any() and view.apply:
@@ -111,6 +123,30 @@ class ExtensibleLeader:
                                 self.policies)
             self.top_lists[b] = [(names[i], [*v[i, :4].tolist(), float(v[i, TOPICS]), float(v[i, SESSIONS]), 0.0,
                                              0.0]) for i in idx]
+
+    def _publish_recorded(self, view: LoadView, ownership: Ownership) -> None:
+        """Audit of an extensible recording: the store holds each held broker's latest BrokerLoadData and top
+        bundles list as recorded (``BrokerLoadDataReporter`` / ``TopBundleLoadDataReporter`` published them)."""
+        rec = view.recorded
+        assert rec is not None
+        self.published.clear(np.flatnonzero(view.alive & np.isnan(rec["updated_at_ms"])))  # tombstoned: no load data
+        w = np.flatnonzero(view.alive & ~np.isnan(rec["updated_at_ms"]))
+        p = self.published
+        p.usage[w], p.limit[w] = view.usage[w], view.limit[w]
+        for name in ("weighted_max_ema", "msg_throughput_ema", "max_resource_usage", "msg_throughput_in",
+                     "msg_throughput_out", "msg_rate_in", "msg_rate_out"):
+            getattr(p, name)[w] = np.nan_to_num(rec[name][w])
+        for name, key in (("bundle_count", "bundle_count"), ("topics", "topics"), ("updated_at", "updated_at_ms"),
+                          ("reported_at", "reported_at_ms")):
+            getattr(p, name)[w] = np.nan_to_num(rec[key][w]).astype(np.int64)
+        if view.listings is None:
+            return
+        lb, li, lv = view.listings  # each broker's entries in its published list's order
+        names = ownership.layout.names
+        for b in w.tolist():
+            mine = np.flatnonzero(lb == b)
+            self.top_lists[b] = [(names[li[i]], [*lv[i, :4].tolist(), float(lv[i, TOPICS]), float(lv[i, SESSIONS]),
+                                                 0.0, 0.0]) for i in mine]
 
     def _context(self, view: LoadView, ownership: Ownership) -> ExtensibleContext:
         layout = ownership.layout

@@ -23,13 +23,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from lbreplay.errors import InvalidInputError, UsageError
 from lbreplay.kernel.leader_election import count_timer_minutes
 from lbreplay.lake import tables
 from lbreplay.lake.delta_log import delta_version
-from lbreplay.lake.dump_tables import BUNDLE_DATA, LEADER_ELECTION
+from lbreplay.lake.dump_tables import BROKER_LOAD_DATA_EXT, BUNDLE_DATA, LEADER_ELECTION, TOP_BUNDLES_LOAD_DATA
 from lbreplay.lake.storage import (
     path_exists,
     plain_parquet_files,
@@ -42,7 +43,13 @@ from lbreplay.lake.storage import (
 from lbreplay.lake.window import TimeWindow
 from lbreplay.replay.load_model import CpuCalibration
 from lbreplay.replay.stored_bundle_data import STORED_COLUMNS
-from lbreplay.replay.stream_manifest import BROKER_COLUMNS, LOAD_COLUMNS, STREAM_FORMAT, StreamManifest
+from lbreplay.replay.stream_manifest import (
+    BROKER_COLUMNS,
+    LOAD_COLUMNS,
+    RECORDED_LOAD_DATA,
+    STREAM_FORMAT,
+    StreamManifest,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -57,9 +64,10 @@ LEAD_IN_MS = 120 * 60_000
 # --------------------------------------------------------------------------------------------- inputs
 def input_versions(spark: SparkSession, lake: str, cluster: str) -> dict[str, int]:
     """Current Delta version of each input table that exists (from the Delta log, no Spark job), ``bundle_data``
-    (the leader's stored BundleData, :mod:`~lbreplay.replay.stored_bundle_data`) and ``leader_election`` (the
-    leader's shedding timer, :mod:`~lbreplay.kernel.leader_election`) included."""
-    extra = {BUNDLE_DATA.name: BUNDLE_DATA, LEADER_ELECTION.name: LEADER_ELECTION}
+    (the leader's stored BundleData, :mod:`~lbreplay.replay.stored_bundle_data`), ``leader_election`` (the
+    leader's shedding timer, :mod:`~lbreplay.kernel.leader_election`) and the extensible load manager's
+    ``broker_load_data_ext`` / ``top_bundles_load_data`` included."""
+    extra = {t.name: t for t in (BUNDLE_DATA, LEADER_ELECTION, BROKER_LOAD_DATA_EXT, TOP_BUNDLES_LOAD_DATA)}
     return {name: v for name, table in {**tables.INPUT_TABLES, **extra}.items()
             if (v := delta_version(spark, lake, table)) is not None}
 
@@ -95,13 +103,43 @@ def with_last_update_ms(broker_load: DataFrame) -> DataFrame:
     return broker_load.withColumn("last_update_ms", F.unix_millis(F.coalesce("last_update", "ts")))
 
 
-def broker_rows_per_tick(partitions: int) -> Callable[[DataFrame], DataFrame]:
+def broker_rows_per_tick(partitions: int, columns: tuple[str, ...] = BROKER_COLUMNS) -> Callable[[DataFrame], DataFrame]:
     """One row per tick: the tick's broker rows (sorted by broker index) as parallel arrays, one per column."""
     def step(df: DataFrame) -> DataFrame:
-        rows = F.sort_array(F.collect_list(F.struct(*[F.col(f) for f in BROKER_COLUMNS]))).alias("b")
+        rows = F.sort_array(F.collect_list(F.struct(*[F.col(f) for f in columns]))).alias("b")
         agg = df.repartition(partitions, "ts").groupBy("ts").agg(rows)
-        return agg.select("ts", *[_field("b", f).alias(f) for f in BROKER_COLUMNS])
+        return agg.select("ts", *[_field("b", f).alias(f) for f in columns])
     return step
+
+
+def extensible_report_versions(load_data: DataFrame, top_bundles: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """An extensible recording as report versions: a broker's ``BrokerLoadData`` and ``TopBundlesLoadData`` are
+    published on their own (``BrokerLoadDataReporter``, ``TopBundleLoadDataReporter``); at each time either is,
+    the broker's version is its latest of both (an as-of join per broker). Returns (``broker_load``-shaped rows
+    with the recorded BrokerLoadData as :data:`RECORDED_LOAD_DATA`, ``bundle_load``-shaped rows: the latest top
+    bundles list of each version, with its ``position``). Times before a broker's first BrokerLoadData have no
+    version (the leader has no load data for it)."""
+    published = (load_data.select("broker", "ts", F.lit(1).alias("load"), F.lit(0).alias("top"))
+                 .unionByName(top_bundles.select("broker", "ts", F.lit(0).alias("load"), F.lit(1).alias("top")))
+                 .groupBy("broker", "ts").agg(F.max("load").alias("load"), F.max("top").alias("top")))
+    upto = Window.partitionBy("broker").orderBy("ts").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    times = published.select(
+        "broker", "ts",
+        F.last(F.when(F.col("load") == 1, F.col("ts")), ignorenulls=True).over(upto).alias("load_ts"),
+        F.last(F.when(F.col("top") == 1, F.col("ts")), ignorenulls=True).over(upto).alias("top_ts"),
+    ).where(F.col("load_ts").isNotNull())
+    recorded = load_data.select(
+        "broker", F.col("ts").alias("load_ts"), *[F.col(f"{r}_{k}") for r in tables.RESOURCES for k in ("usage", "limit")],
+        *[F.col(c) for c in RECORDED_LOAD_DATA if c not in ("updated_at_ms", "reported_at_ms")],
+        F.unix_millis("updated_at").alias("updated_at_ms"),  # null: a tombstone (the broker removed its entry)
+        F.coalesce(F.unix_millis("reported_at"), F.lit(0)).alias("reported_at_ms"),
+    )
+    # a version's time is its lastUpdate: the newest list of a bundle names its owner (tick_stream.held_reports)
+    brokers = times.join(recorded, on=["broker", "load_ts"]).withColumn("last_update", F.col("ts")) \
+        .drop("load_ts", "top_ts")
+    listed = top_bundles.withColumnRenamed("ts", "top_ts").drop("cluster", "date")
+    bundles = times.where(F.col("top_ts").isNotNull()).join(listed, on=["broker", "top_ts"]).drop("load_ts", "top_ts")
+    return brokers, bundles
 
 
 def _field(array_col: str, name: str) -> Column:
@@ -120,10 +158,12 @@ def _loads() -> list[Column]:
 
 def bundle_rows(bundle_load: DataFrame) -> DataFrame:
     """One row per (tick, observed bundle): ``ts_ms``, the bundle's name, its owner's broker index and its loads
-    (the task orders a tick's bundles by name: the layout's order)."""
+    (the task orders a tick's bundles by name: the layout's order); a top bundles list's rows keep their
+    ``position`` (the list's order, which TransferShedder walks)."""
+    position = [F.col("position")] if "position" in bundle_load.columns else []
     return bundle_load.select(F.unix_millis(F.col("ts")).alias("ts_ms"), "bundle",
                               F.col("broker_index").alias("owner_index"), *_loads(),
-                              F.col("topics").cast("double").alias("topics"))
+                              F.col("topics").cast("double").alias("topics"), *position)
 
 
 def topic_rows(namespace_index: DataFrame) -> Callable[[DataFrame], DataFrame]:
@@ -171,8 +211,6 @@ def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, in
     """Write (or reuse) the tick stream of ``cluster`` at ``versions`` (only the ticks in ``window`` when given);
     return its path and manifest. ``topic_files=False`` writes the topic part even where the task could read
     ``topic_load``'s files itself."""
-    if "broker_load" not in versions or "bundle_load" not in versions:
-        raise InvalidInputError(f"cluster {cluster!r}: broker_load and bundle_load are required (run generate or ingest)")
     key_parts: list[Any] = [cluster, versions, use_topics, STREAM_FORMAT] + ([window.to_json()] if window else [])
     key_parts += [] if topic_files else ["topic-part"]
     key = hashlib.sha256(json.dumps(key_parts, sort_keys=True).encode()).hexdigest()[:16]
@@ -187,8 +225,11 @@ def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, in
         if all(os.path.isfile(f) for f in cached.topic_files or ()):  # else vacuumed since: prepare anew
             return cached.stream, cached
         remove_path(spark, marker)
+    extensible = is_extensible_recording(spark, lake, cluster, versions)
+    if not extensible and ("broker_load" not in versions or "bundle_load" not in versions):
+        raise InvalidInputError(f"cluster {cluster!r}: broker_load and bundle_load are required (run generate or ingest)")
     broker_load, bundle_load, in_window, lead_in_ticks, versioned_read = read_with_lead_in(
-        spark, lake, cluster, versions, window)
+        spark, lake, cluster, versions, window, extensible)
     has_topics = use_topics and "topic_load" in versions
     stream = f"{base}/stream-{uuid.uuid4().hex[:12]}"
     # few files per part (the task keeps one batch of each open), parallel across the cores
@@ -210,11 +251,13 @@ def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, in
         calib = CpuCalibration.from_sums(per_broker("n"), per_broker("sx"), per_broker("sy"), per_broker("sxx"),
                                       per_broker("sxy"))
         index = spark.createDataFrame([(b, i) for i, b in enumerate(brokers)], "broker STRING, broker_index INT")
+        columns = (*BROKER_COLUMNS, *RECORDED_LOAD_DATA) if extensible else BROKER_COLUMNS
         write_parquet(broker_load.transform(with_last_update_ms).transform(with_broker_index(index))
-                      .transform(broker_rows_per_tick(parts)).transform(broker_part), f"{stream}/brokers")
+                      .transform(broker_rows_per_tick(parts, columns)).transform(broker_part), f"{stream}/brokers")
         write_parquet(bundle_load.transform(with_broker_index(index)).transform(bundle_rows)
                       .transform(sorted_by_tick), f"{stream}/bundles")
-        return brokers, calib, versioned_read if versioned_read is not None else is_versioned(broker_load)
+        versioned = extensible or (versioned_read if versioned_read is not None else is_versioned(broker_load))
+        return brokers, calib, versioned
 
     def namespace_side() -> tuple[list[str], list[str] | None]:
         """The namespaces (bundle_load's), then the topics: the files of ``topic_load`` when the task can read
@@ -237,7 +280,7 @@ def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, in
     manifest = StreamManifest(brokers, namespaces, calib.cpu_base.tolist(), calib.cpu_per_msg.tolist(), has_topics,
                               stream, versioned=versioned, bundle_data=stored,
                               lead_in_ticks=lead_in_ticks + lead_in_timer, leader_elections=elections,
-                              timer_ticks=timer_ticks)
+                              timer_ticks=timer_ticks, extensible=extensible)
     if files is not None:
         manifest.topic_files = files
         manifest.topic_window_us = list(window.epoch_micros()) if window else [None, None]
@@ -245,19 +288,40 @@ def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, in
     return manifest.stream, manifest
 
 
+def is_extensible_recording(spark: SparkSession, lake: str, cluster: str, versions: dict[str, int]) -> bool:
+    """Is ``cluster`` an extensible load manager's recording: ``broker_load_data_ext`` rows and no
+    ``broker_load`` rows?"""
+    if BROKER_LOAD_DATA_EXT.name not in versions or TOP_BUNDLES_LOAD_DATA.name not in versions:
+        return False
+    if "broker_load" in versions and read_pinned(spark, lake, "broker_load", versions, cluster).limit(1).count():
+        return False
+    return bool(read_pinned(spark, lake, BROKER_LOAD_DATA_EXT.name, versions, cluster).limit(1).count())
+
+
+def read_reports(spark: SparkSession, lake: str, cluster: str, versions: dict[str, int], window: TimeWindow | None,
+                 extensible: bool = False) -> tuple[DataFrame, DataFrame]:
+    """``broker_load`` and ``bundle_load`` of ``cluster`` in ``window``; of an extensible recording, its report
+    versions (:func:`extensible_report_versions`)."""
+    if not extensible:
+        return (read_pinned(spark, lake, "broker_load", versions, cluster, window),
+                read_pinned(spark, lake, "bundle_load", versions, cluster, window))
+    return extensible_report_versions(read_pinned(spark, lake, BROKER_LOAD_DATA_EXT.name, versions, cluster, window),
+                                      read_pinned(spark, lake, TOP_BUNDLES_LOAD_DATA.name, versions, cluster, window))
+
+
 def read_with_lead_in(spark: SparkSession, lake: str, cluster: str, versions: dict[str, int],
-                      window: TimeWindow | None) -> tuple[DataFrame, DataFrame, DataFrame, int, bool | None]:
+                      window: TimeWindow | None, extensible: bool = False
+                      ) -> tuple[DataFrame, DataFrame, DataFrame, int, bool | None]:
     """``broker_load`` and ``bundle_load`` of the stream, the ``broker_load`` rows of the window (the load model's
     calibration), the number of lead-in ticks and whether the rows are report versions (None: not looked at). A
     window starting inside a recorded cluster's report versions gets ``LEAD_IN_MS`` of earlier versions, replayed by
     audits as warm-up: the reports the leader holds at the window's start, its BundleData and the strategies'
     history. Other streams start at the window."""
-    broker_load = read_pinned(spark, lake, "broker_load", versions, cluster, window)
-    bundle_load = read_pinned(spark, lake, "bundle_load", versions, cluster, window)
+    broker_load, bundle_load = read_reports(spark, lake, cluster, versions, window, extensible)
     if window is None or window.start is None:
         return broker_load, bundle_load, broker_load, 0, None
     lead = TimeWindow(window.start - dt.timedelta(milliseconds=LEAD_IN_MS), window.end, window.flags)
-    with_lead = read_pinned(spark, lake, "broker_load", versions, cluster, lead)
+    with_lead, bundles_with_lead = read_reports(spark, lake, cluster, versions, lead, extensible)
     if not is_versioned(with_lead):  # nor are the window's rows, a part of them
         return broker_load, bundle_load, broker_load, 0, False
     before = TimeWindow(None, window.start).predicate(date_column=None)
@@ -265,8 +329,7 @@ def read_with_lead_in(spark: SparkSession, lake: str, cluster: str, versions: di
              .groupBy("lead").count().collect()}
     if not ticks.get(False):
         raise UsageError(f"{window.flag_text()}: cluster {cluster!r} has no ticks in {window.describe()}")
-    return (with_lead, read_pinned(spark, lake, "bundle_load", versions, cluster, lead), broker_load,
-            ticks.get(True, 0), True)
+    return with_lead, bundles_with_lead, broker_load, ticks.get(True, 0), True
 
 
 def leader_timer(spark: SparkSession, lake: str, cluster: str, versions: dict[str, int], window: TimeWindow | None,

@@ -52,6 +52,8 @@ class ObservedTick:
     alive: np.ndarray  # (B,) bool
     usage: np.ndarray  # (B, 5) observed (for memory and calibration error)
     limit: np.ndarray  # (B, 5)
+    # an extensible recording's BrokerLoadData per broker as published (stream_manifest.RECORDED_LOAD_DATA; NaN:
+    # none), empty otherwise
     broker_meta: dict[str, np.ndarray] = field(default_factory=dict)
     # observed layout and ownership (bundle_load): names, owner (universe row), values (n, 6)
     bundle_names: list[str] = field(default_factory=list)
@@ -141,6 +143,8 @@ class LoadView:
     # audit of report versions: each held report's lastStats entries (broker universe row, layout row, values)
     listings: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     timer_minute: int | None = None  # ObservedTick.timer_minute: when the leader's timed tasks run
+    # audit of an extensible recording: each held broker's BrokerLoadData as published (ObservedTick.broker_meta)
+    recorded: dict[str, np.ndarray] | None = None
 
     @property
     def msg_rate(self) -> np.ndarray:

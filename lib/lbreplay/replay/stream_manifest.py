@@ -12,9 +12,14 @@ import pyarrow.dataset as ds
 from lbreplay.lake.tables import RESOURCES
 from lbreplay.replay.load_model import CpuCalibration
 
-STREAM_FORMAT = 11  # part of the cache key: bump when the stream's layout changes
+STREAM_FORMAT = 12  # part of the cache key: bump when the stream's layout changes
 BROKER_COLUMNS = ("broker_index", *(f"{r}_{k}" for r in RESOURCES for k in ("usage", "limit")), "last_update_ms")
 LOAD_COLUMNS = ("msg_throughput_in", "msg_throughput_out", "msg_rate_in", "msg_rate_out", "sessions")
+# an extensible recording's broker part also carries each version's BrokerLoadData as published (what the leader's
+# TransferShedder reads; times in epoch ms)
+RECORDED_LOAD_DATA = ("weighted_max_ema", "msg_throughput_ema", "max_resource_usage", "msg_throughput_in",
+                      "msg_throughput_out", "msg_rate_in", "msg_rate_out", "bundle_count", "topics", "updated_at_ms",
+                      "reported_at_ms")
 BUNDLE_COLUMNS = (*LOAD_COLUMNS, "topics")  # the bundle part's loads (the engine's load vector order)
 TOPIC_COLUMNS = LOAD_COLUMNS  # the topic part's loads (a topic counts as one topic)
 
@@ -39,6 +44,9 @@ class StreamManifest:
     # minute from the broker part's first tick to its last (timer_ticks of them, lead_in_ticks counts its own)
     leader_elections: list[int] | None = None
     timer_ticks: int = 0
+    # the versions are an extensible recording's (BrokerLoadData + TopBundlesLoadData): the broker part has the
+    # RECORDED_LOAD_DATA columns, the bundle part each version's top bundles
+    extensible: bool = False
 
     @property
     def ticks(self) -> int:

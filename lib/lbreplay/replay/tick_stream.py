@@ -20,7 +20,13 @@ import pyarrow.parquet as pq
 from lbreplay.kernel.leader_election import timer_minutes
 from lbreplay.replay.records import ObservedTick
 from lbreplay.replay.stored_bundle_data import STORED_COLUMNS, StoredBundleData
-from lbreplay.replay.stream_manifest import BUNDLE_COLUMNS, RESOURCES, TOPIC_COLUMNS, StreamManifest
+from lbreplay.replay.stream_manifest import (
+    BUNDLE_COLUMNS,
+    RECORDED_LOAD_DATA,
+    RESOURCES,
+    TOPIC_COLUMNS,
+    StreamManifest,
+)
 from lbreplay.replay.topic_files import open_parquet, ring_order, tick_runs, topic_ticks
 
 BATCH_TICKS = 8
@@ -80,12 +86,15 @@ def _topic_part_ticks(path: str) -> Iterator[tuple[int, np.ndarray, np.ndarray]]
         yield ts, pos[order], vals[order]
 
 
-def _bundle_part_ticks(path: str) -> Iterator[tuple[int, list[str], np.ndarray, np.ndarray]]:
+def _bundle_part_ticks(path: str, listed: bool = False) -> Iterator[tuple[int, list[str], np.ndarray, np.ndarray]]:
     """(ts_ms, names, owner indices, values (U, 6)) per tick of the bundle part, the tick's bundles ordered by name
-    (the layout's order)."""
-    for ts, cols in _flat_ticks(path, ("bundle", "owner_index", *BUNDLE_COLUMNS)):
+    (the layout's order); ``listed`` (top bundles lists): by owner, then as each list has them (``position``)."""
+    for ts, cols in _flat_ticks(path, ("bundle", "owner_index", *BUNDLE_COLUMNS, *(("position",) if listed else ()))):
         names = cols["bundle"]
-        order = sorted(range(len(names)), key=names.__getitem__)
+        if listed:
+            order = np.lexsort((cols["position"], cols["owner_index"])).tolist()
+        else:
+            order = sorted(range(len(names)), key=names.__getitem__)
         vals = np.column_stack([np.nan_to_num(cols[c].astype(np.float64)) for c in BUNDLE_COLUMNS])
         yield ts, [names[i] for i in order], cols["owner_index"].astype(np.int32)[order], vals[order]
 
@@ -161,8 +170,11 @@ def held_reports(ticks: Iterator[ObservedTick], nb: int, hold_ms: int | None = N
     the node's deletion, so a report older than ``hold_ms`` (a live broker writes at least every
     ``loadBalancerReportUpdateMaxIntervalMinutes``) counts as its broker gone. Each held report keeps its own
     ``lastStats`` (``ObservedTick.listings``: a bundle may sit in two brokers' reports while it moves or around a
-    split); the one-owner view names, per bundle, the broker whose report listing it is the newest."""
+    split); the one-owner view names, per bundle, the broker whose report listing it is the newest. A report's
+    recorded BrokerLoadData (``ObservedTick.broker_meta``, extensible recordings) is held with it, and its listing
+    keeps the order of the tick's bundles (a top bundles list's own order)."""
     held = np.zeros(nb, dtype=bool)
+    meta: dict[str, np.ndarray] = {}
     usage = np.zeros((nb, 5))
     limit = np.zeros((nb, 5))
     last_update = np.full(nb, -1, dtype=np.int64)
@@ -173,6 +185,8 @@ def held_reports(ticks: Iterator[ObservedTick], nb: int, hold_ms: int | None = N
         usage[w], limit[w] = obs.usage[w], obs.limit[w]
         if obs.last_update is not None:
             last_update[w] = obs.last_update[w]
+        for name, col in obs.broker_meta.items():
+            meta.setdefault(name, np.full(nb, np.nan))[w] = col[w]
         for b in w.tolist():
             mine = np.flatnonzero(obs.bundle_owner == b)
             listing[b] = ([obs.bundle_names[i] for i in mine], obs.bundle_values[mine])
@@ -198,14 +212,15 @@ def held_reports(ticks: Iterator[ObservedTick], nb: int, hold_ms: int | None = N
         yield ObservedTick(obs.tick, obs.ts_ms, held.copy(), usage.copy(), limit.copy(), bundle_names=names,
                            bundle_owner=owner, bundle_values=values, topic_values=obs.topic_values,
                            topic_positions=obs.topic_positions, last_update=last_update.copy(),
-                           listings=(brokers_all, bundle_idx, values_all))
+                           listings=(brokers_all, bundle_idx, values_all),
+                           broker_meta={k: v.copy() for k, v in meta.items()})
 
 
 def _stream_ticks(manifest: StreamManifest) -> Iterator[ObservedTick]:
     """The stream's ticks as written (one row per tick of the broker part)."""
     path = manifest.stream
     nb = len(manifest.broker_ids)
-    bundles = _bundle_part_ticks(f"{path}/bundles")
+    bundles = _bundle_part_ticks(f"{path}/bundles", manifest.extensible)
     topics: Iterator[Any] = iter(())
     if manifest.topic_files is not None:
         window_us = tuple(manifest.topic_window_us or (None, None))
@@ -231,6 +246,10 @@ def _stream_ticks(manifest: StreamManifest) -> Iterator[ObservedTick]:
             limit[rows, k] = np.nan_to_num(_broker_values(row, f"{res}_limit"))
         last_update = np.full(nb, -1, dtype=np.int64)
         last_update[rows] = _broker_values(row, "last_update_ms", np.int64)
+        recorded = {}
+        for name in RECORDED_LOAD_DATA if manifest.extensible else ():
+            recorded[name] = np.full(nb, np.nan)
+            recorded[name][rows] = _broker_values(row, name)
         u = at("bundles", bundles, ts)
         t = at("topics", topics, ts)
         yield ObservedTick(tick, int(ts), alive, usage, limit,
@@ -238,4 +257,5 @@ def _stream_ticks(manifest: StreamManifest) -> Iterator[ObservedTick]:
                            bundle_owner=u[2] if u is not None else np.zeros(0, dtype=np.int32),
                            bundle_values=u[3] if u is not None else np.zeros((0, 6)),
                            topic_values=t[2] if t is not None else None,
-                           topic_positions=t[1] if t is not None else None, last_update=last_update)
+                           topic_positions=t[1] if t is not None else None, last_update=last_update,
+                           broker_meta=recorded)
