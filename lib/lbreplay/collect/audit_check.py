@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import shutil
 from dataclasses import asdict
 from datetime import UTC
@@ -211,7 +212,8 @@ def load_stats(loads: dict[str, float]) -> tuple[dict[str, str], list[str]]:
     sq = sum(v * v for v in loads.values())
     n = len(loads)
     avg = total / n if n else 0.0
-    std = (sq / n - avg * avg) ** 0.5 if n else 0.0
+    var = sq / n - avg * avg if n else 0.0
+    std = math.sqrt(var) if var >= 0 else math.nan  # Java's Math.sqrt of a rounding-negative variance: NaN
     values = {"sum": total, "sqSum": sq, "avg": avg, "std": std}
     return {k: java_2f(v) for k, v in values.items()}, sorted(loads, key=lambda b: loads[b])
 
