@@ -15,7 +15,7 @@
 * ``UnloadScheduler.execute`` (the leader): ``[TransferShedder] Unloading bundle: Unload[sourceBroker=<broker>,
   serviceUnit=<bundle>, destBroker=Optional[<dest>], force=false]`` (``Optional.empty``: an unload without a
   transfer);
-* ``SplitManager.handleSplit`` (the owner broker): ``Published the bundle split event for bundle:<bundle>``, then
+* ``SplitManager.waitAsync`` (the owner broker): ``Published the bundle split event for bundle:<bundle>``, then
   ``Completed the bundle split event for bundle:<bundle>``, or ``Timed out while waiting for the bundle split
   event: <bundle>`` / ``Failed the bundle split event for bundle:<bundle>``.
 
