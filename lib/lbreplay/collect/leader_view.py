@@ -28,6 +28,7 @@ from lbreplay.collect.layout import (
     version_file,
 )
 from lbreplay.kernel.naming import parse_range
+from lbreplay.lake.dump_tree import broker_from_path
 
 
 @dataclass(frozen=True)
@@ -64,10 +65,11 @@ def published_versions(dump: Path, kind: str) -> dict[str, list[Version]]:
     out: dict[str, list[Version]] = {}
     root = dump / "extensible" / kind
     for d in sorted(root.iterdir()) if root.is_dir() else ():
-        host, _, port = d.name.rpartition("_")
         files = sorted((f for f in d.iterdir() if f.suffix in (".json", ".tombstone") and f.stem.isdigit()),
                        key=lambda f: int(f.stem))
-        out[f"{host}:{port}"] = [Version(int(f.stem), i, f) for i, f in enumerate(files)]
+        broker = broker_from_path(files[0].relative_to(dump), dump) if files else None  # as ingest names them
+        if broker is not None:
+            out[broker] = [Version(int(f.stem), i, f) for i, f in enumerate(files)]
     return out
 
 

@@ -33,6 +33,7 @@ from lbreplay.lake.dump_tree import (
     TIME_AVERAGE_FIELDS,
     TOP_BUNDLES_KIND,
     DumpSource,
+    broker_from_path,
     broker_id,
     bundle_from_path,
     detect_kind,
@@ -329,9 +330,10 @@ def load_data_tombstones(root: Path, cluster: str, out: DumpRows) -> None:
     for f in sorted(base.glob("*/*.tombstone")) if base.is_dir() else ():
         if not f.stem.isdigit():
             raise InvalidInputError(f"{f}: a tombstone's name is its publish time in epoch ms (<ms>.tombstone)")
-        host, _, port = f.parent.name.rpartition("_")
-        out.rows[BROKER_LOAD_DATA_EXT.name].append(
-            {"cluster": cluster, "ts": tick_of(int(f.stem)), "broker": f"{host}:{port}" if host else f.parent.name})
+        broker = broker_from_path(f.relative_to(root), root)  # as the broker's BrokerLoadData files are named
+        if broker is None:
+            raise InvalidInputError(f"{f}: no broker id: no host_port (or host:port) in the path")
+        out.rows[BROKER_LOAD_DATA_EXT.name].append({"cluster": cluster, "ts": tick_of(int(f.stem)), "broker": broker})
 
 
 def _logged_runs(root: Path) -> list[int]:
