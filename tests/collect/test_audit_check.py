@@ -21,3 +21,29 @@ def test_java_2f_rounds_the_shortest_decimal_half_up() -> None:
     rounds its binary value (0.12, 2.67); a negative value that rounds to zero keeps its sign."""
     assert "%.2f %.2f" % (0.125, 2.675) == "0.12 2.67"
     assert [java_2f(v) for v in (0.125, 0.005, 2.675, -0.004)] == ["0.13", "0.01", "2.68", "-0.00"]
+
+
+def test_decisions_after_the_recordings_last_tick_are_not_audited() -> None:
+    """The fresh-clone extensible run: the leader's UnloadScheduler timer started at 11:27:52.083; its recording's
+    last report tick was 11:35:50.671. The owner 18083's SplitScheduler split two bundles at 11:35:50.639 (its own
+    timer, 1.4 s before the leader's): the audit checks splits at the leader's 11:35:52.083, after the recording,
+    so they are not audited. An unload at the 11:33 run is; an unload after the last tick is not; a modular
+    recording's split (after a report write, not on the timer) always is."""
+    from datetime import UTC, datetime
+
+    from lbreplay.collect.audit_check import after_the_recording
+    from lbreplay.collect.leader_log import Decision
+
+    start = 1795778872083  # 11:27:52.083
+    rows = {"leader_election": [{"ts": datetime.fromtimestamp(start / 1000, UTC)}]}
+    last = 1795779350671
+    split = Decision(1795779350639, "SPLIT", "lb/hot/0x70000000_0x78000000", "127.0.0.1:18083")
+    early_split = Decision(1795779110660, "SPLIT", "lb/hot/0x70000000_0x80000000", "127.0.0.1:18083")
+    unload = Decision(1795779232086, "UNLOAD", "lb/hot/0x78000000_0x80000000", "127.0.0.1:18083")
+    late_unload = Decision(last + 1_500, "UNLOAD", "lb/hot/0xb0000000_0xc0000000", "127.0.0.1:18083")
+    kept, beyond = after_the_recording([early_split, unload, split, late_unload], last, rows, "broker_load_data_ext")
+    assert (kept, beyond) == ([early_split, unload], [split, late_unload])
+    kept, beyond = after_the_recording([split, late_unload], last, rows, "broker_load")
+    assert (kept, beyond) == ([split], [late_unload])
+    assert after_the_recording([split], None, rows, "broker_load") == ([split], [])
+    assert after_the_recording([late_unload], last, {}, "broker_load") == ([late_unload], [])  # no election: no timer

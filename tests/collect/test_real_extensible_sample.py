@@ -33,16 +33,17 @@ def test_the_leaders_transfers_and_the_owners_splits() -> None:
 
 def test_ingest_keeps_the_tombstones_and_the_unload_schedulers_start() -> None:
     """Each ``.tombstone`` is a broker_load_data_ext row with no load data (the leader has none of that broker until
-    its next report); the election's row is the UnloadScheduler's start, read from the first logged run: 9.5 s after
-    the znode's creation, while the leader was starting (``ExtensibleLoadManagerImpl.playLeader``)."""
+    its next report); the election's row is the UnloadScheduler's start, the earliest phase of its logged runs:
+    9.5 s after the znode's creation, while the leader was starting (``ExtensibleLoadManagerImpl.playLeader``)."""
     rows = read_dumps(SAMPLE, "ext").rows
     tombstones = [r for r in rows["broker_load_data_ext"] if r.get("updated_at") is None]
     assert len(tombstones) == len(list(SAMPLE.glob("extensible/broker-load-data/*/*.tombstone"))) == 13
     assert all(r.get("weighted_max_ema") is None and r.get("cpu_usage") is None for r in tombstones)
     [election] = rows["leader_election"]
     start = (election["ts"] - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
-    first_run = shedding_runs(_log())[0]
-    assert (election["broker"], start - ELECTED, (first_run - start) % 60_000) == ("127.0.0.1:18083", 9_487, 0)
+    offsets = [(t - start) % 60_000 for t in shedding_runs(_log())]
+    assert (election["broker"], start - ELECTED, min(offsets)) == ("127.0.0.1:18083", 9_477, 0)
+    assert offsets[0] == 10 and max(offsets) < 1_000  # the first run 10 ms late; every run on the timer
 
 
 def test_every_unload_scheduler_run_is_on_the_timer_and_holds_the_printed_loads() -> None:

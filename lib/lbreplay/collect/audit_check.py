@@ -134,6 +134,36 @@ def explain(spark: Any, lake: str, cluster: str, dump: Path, cmp: Comparison, ti
     return out
 
 
+def after_the_recording(leader: list[Decision], last_tick_ms: int | None, rows: dict[str, list[dict[str, Any]]],
+                        broker_table: str) -> tuple[list[Decision], list[Decision]]:
+    """(the leader's decisions the audit could make, those it could not): a decision of a timed run whose timer
+    minute (from the ingested ``leader_election`` rows) comes after the recording's last report tick, where the
+    audit's timer ticks stop. An UNLOAD's run is at or after its timer minute (``LoadSheddingTask`` lags behind its
+    timer, ``UnloadScheduler`` runs at a fixed rate). An extensible recording's SPLIT comes from its owner's own
+    ``SplitScheduler``, whose timer started with that broker (not recorded; seconds from the leader's): the audit
+    checks splits at the leader's timer minutes, so the split goes with the nearest one."""
+    if last_tick_ms is None:
+        return leader, []
+    starts = sorted(int(r["ts"].timestamp() * 1000) for r in rows.get("leader_election", []))
+    timed_splits = broker_table != "broker_load"
+    kept: list[Decision] = []
+    beyond: list[Decision] = []
+    for d in leader:
+        start = max((t for t in starts if t <= d.at_ms), default=None)
+        minute = None
+        if start is not None and d.action == "UNLOAD":
+            minute = start + (d.at_ms - start) // 60_000 * 60_000
+        elif start is not None and d.action == "SPLIT" and timed_splits:  # the owner's timer: the nearest minute
+            minute = start + (d.at_ms - start + 30_000) // 60_000 * 60_000
+        (beyond if minute is not None and minute > last_tick_ms else kept).append(d)
+    return kept, beyond
+
+
+def _not_audited(d: Decision) -> dict[str, Any]:
+    return {"at": _iso(d.at_ms), "action": d.action, "bundle": d.bundle, "source": d.source,
+            "cause": "its timer minute comes after the recording's last report tick: no audited run"}
+
+
 def _iso(ms: int) -> str:
     from datetime import datetime
 
@@ -297,15 +327,13 @@ def check(dump: Path, work: Path, cluster: str, broker_conf: Path | None, spark:
         return report
     run_id = buf.getvalue().strip().splitlines()[-1]
     audit = audit_decisions(spark, lake, run_id)
-    from pyspark.sql import functions as F
-
-    from lbreplay.lake.tables import table_location
-
     broker_table, bundle_table = _report_tables(dumped.rows)
-    ticks = sorted({int(r["ts"].timestamp() * 1000) for r in spark.read.format("delta").load(
-        table_location(lake, broker_table)).where(F.col("cluster") == audited).select("ts").distinct().collect()})
+    ticks = _audited_ticks(spark, lake, audited, broker_table)
+    leader, beyond = after_the_recording(leader, ticks[-1] if ticks else None, dumped.rows, broker_table)
     cmp = compare(leader, audit)
-    report.update(run_id=run_id, audited_cluster=audited, audit_decisions=len(audit),
+    report.update(run_id=run_id,
+                  leader_after_the_recording=[_not_audited(d) for d in beyond],
+                  audited_cluster=audited, audit_decisions=len(audit),
                   audit_unloads=sum(d.action == "UNLOAD" for d in audit),
                   audit_splits=sum(d.action == "SPLIT" for d in audit),
                   matched=len(cmp.matched), agreement=round(cmp.agreement, 4), summary=cmp.summary(),
@@ -317,6 +345,16 @@ def check(dump: Path, work: Path, cluster: str, broker_conf: Path | None, spark:
     report["result"] = "compared"
     _write(work, report)
     return report
+
+
+def _audited_ticks(spark: Any, lake: str, cluster: str, table: str) -> list[int]:
+    """The audited report ticks (epoch ms), in order."""
+    from pyspark.sql import functions as F
+
+    from lbreplay.lake.tables import table_location
+
+    return sorted({int(r["ts"].timestamp() * 1000) for r in spark.read.format("delta").load(
+        table_location(lake, table)).where(F.col("cluster") == cluster).select("ts").distinct().collect()})
 
 
 def _write(work: Path, report: dict[str, Any]) -> None:
@@ -355,6 +393,8 @@ def render(report: dict[str, Any]) -> str:
                      + f"{report['audit_decisions']} decisions ({report['audit_unloads']} unloads, "
                      f"{report['audit_splits']} splits)")
         lines.append(f"AGREEMENT: {report['summary']}")
+        for d in report.get("leader_after_the_recording", []):
+            lines.append(f"  not audited: {d['at']} {d['action']} {d['bundle']} from {d['source']} ({d['cause']})")
         for m in report["matched_decisions"]:
             lines.append(f"  = {m['tick']} {m['action']} {m['bundle']} from {m['source']}")
         for d in report["differences"]:

@@ -105,6 +105,10 @@ class VersionProfile:
     # The extensible load manager's TransferShedder is in the jar (org.apache.pulsar.broker.loadbalance.extensions,
     # complete since 3.0).
     transfer_shedder_available: bool = True
+    # [M] updateBundleData drops every preallocation whose bundle the leader itself does not own
+    # (``getNamespaceService().getOwnedServiceUnits()`` on the leader): in the 2.10.5, 3.0.7, 3.3.6, 4.0.7, 4.2.4 and
+    # 5.0.0-M1 jars, not in 2.11.0 (checked on the class files).
+    preallocations_kept_if_leader_owned: bool = True
 
 
 _4_2 = VersionProfile("4.2", False, False, True, True, True, True, False, True, True, True, True)
@@ -116,7 +120,8 @@ _2_11 = VersionProfile("2.11", True, True, True, False, False, False, False, Fal
                        broker_class_filter=False, transfer_shedder_available=False,
                        bandwidth_weight_keys_pip357=False, uniform_coupled_extremes=True, lruw_idle_restart=False,
                        absent_strategies=("RoundRobinBrokerSelector",), active_brokers_change_hook=False,
-                       shedding_excluded_namespaces=False, broker_host_by_last_colon=False)
+                       shedding_excluded_namespaces=False, broker_host_by_last_colon=False,
+                       preallocations_kept_if_leader_owned=False)
 
 PROFILES: dict[str, VersionProfile] = {
     # 5.0.x: checked against the 5.0.0-M1 jar (5.0.1's dependency tree is not on Maven Central).
@@ -134,6 +139,7 @@ PROFILES: dict[str, VersionProfile] = {
     "2.11": _2_11,
     "2.10": replace(_2_11, name="2.10", uniform_2_10_constants=True, threshold_lower_boundary=False,
                     even_spread_always=True, unload_checks_namespace_policies=False,
+                    preallocations_kept_if_leader_owned=True,
                     absent_strategies=("RoundRobinBrokerSelector", "LeastResourceUsageWithWeight")),
     # 2.9.x: not checked by the oracle.
     "2.9": VersionProfile("2.9", True, True, False, False, False, False, True, False, False, False, False,
@@ -141,7 +147,8 @@ PROFILES: dict[str, VersionProfile] = {
                           bandwidth_weight_keys_pip357=False, threshold_lower_boundary=False,
                           absent_strategies=("RoundRobinBrokerSelector", "LeastResourceUsageWithWeight"),
                           active_brokers_change_hook=False, shedding_excluded_namespaces=False,
-                          unload_checks_namespace_policies=False, broker_host_by_last_colon=False),
+                          unload_checks_namespace_policies=False, broker_host_by_last_colon=False,
+                          preallocations_kept_if_leader_owned=False),
 }
 
 # Names kept for configs written before the lines were checked: the newest checked line of that major.

@@ -291,11 +291,11 @@ def leader_elections(root: Path, cluster: str, out: DumpRows) -> None:
     The extensible leader starts its ``UnloadScheduler`` in ``playLeader``, which waits until the broker is ready
     for requests (``runWhenReadyForIncomingRequests``): a broker elected while it starts begins its timer seconds
     after the election. With the leader's log in the dump (``leader-decisions.log``), the timer's start is the
-    first logged run after the election, less the whole minutes back to it (:func:`timer_start`)."""
+    earliest phase of its logged runs after the election, less the whole minutes back to it (:func:`timer_start`)."""
     path = root / METADATA_VERSIONS
     if not path.is_file():
         return
-    runs: list[int] | None = None
+    found: list[tuple[int, str, str]] = []  # (ctime, path, broker) of each election, once
     seen: set[int] = set()
     for n, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
         try:
@@ -314,11 +314,16 @@ def leader_elections(root: Path, cluster: str, out: DumpRows) -> None:
             raise InvalidInputError(f"{where}: $.data.brokerId: expected the leader's broker id, got {broker!r}")
         if ctime not in seen:
             seen.add(ctime)
-            start = ctime
-            if rec["path"] == EXTENSION_LEADER_PATH:
-                runs = _logged_runs(root) if runs is None else runs
-                start = timer_start(ctime, runs)
-            out.rows[LEADER_ELECTION.name].append({"cluster": cluster, "ts": tick_of(start), "broker": broker})
+            found.append((ctime, rec["path"], broker))
+    runs: list[int] | None = None
+    extension = sorted(c for c, p, _ in found if p == EXTENSION_LEADER_PATH)
+    for ctime, where_path, broker in found:
+        start = ctime
+        if where_path == EXTENSION_LEADER_PATH:
+            runs = _logged_runs(root) if runs is None else runs
+            later = [c for c in extension if c > ctime]
+            start = timer_start(ctime, runs, later[0] if later else None)
+        out.rows[LEADER_ELECTION.name].append({"cluster": cluster, "ts": tick_of(start), "broker": broker})
 
 
 def load_data_tombstones(root: Path, cluster: str, out: DumpRows) -> None:
@@ -342,11 +347,17 @@ def _logged_runs(root: Path) -> list[int]:
     return shedding_runs(log.read_text(encoding="utf-8", errors="replace").splitlines()) if log.is_file() else []
 
 
-def timer_start(elected_ms: int, runs_ms: list[int]) -> int:
-    """The extensible leader's timer start: its first logged run within the minute after ``elected_ms`` + k whole
-    minutes, less those minutes (the election itself without such a run): the timer's phase, whatever the
-    shedding interval."""
-    first = next((t for t in sorted(runs_ms) if t >= elected_ms), None)
-    if first is None or first - elected_ms > 60 * MINUTE_MS:
+def timer_start(elected_ms: int, runs_ms: list[int], until_ms: int | None = None) -> int:
+    """The extensible leader's timer start from its logged runs within the hour after ``elected_ms`` (and before
+    ``until_ms``, the next election): ``UnloadScheduler`` runs at a fixed rate, so each run is at or after its
+    timer minute; the earliest phase among them (each run's offset from the first's, modulo a minute) less the
+    whole minutes back to the election is the start, whatever the shedding interval (the election itself without
+    such a run). A late first run (its pool busy) no longer shifts the timer."""
+    end = elected_ms + 60 * MINUTE_MS if until_ms is None else min(until_ms, elected_ms + 60 * MINUTE_MS)
+    runs = [t for t in sorted(runs_ms) if elected_ms <= t <= end]
+    if not runs:
         return elected_ms
-    return first - (first - elected_ms) // MINUTE_MS * MINUTE_MS
+    first = runs[0]
+    half = MINUTE_MS // 2
+    early = min((t - first + half) % MINUTE_MS - half for t in runs)  # each run against the first's phase
+    return elected_ms + (first + early - elected_ms) % MINUTE_MS

@@ -122,6 +122,7 @@ class Replay:
         view = LoadView(obs.tick, obs.ts_ms, alive, vals, usage, limit, tot, num_bundles, compared,
                         observed_writes=None if self.closed_loop else self._observed_writes(obs, alive),
                         apply=self.closed_loop, listings=listings, timer_minute=obs.timer_minute,
+                        leader_broker=None if self.closed_loop else obs.leader_broker,
                         recorded=None if self.closed_loop or not obs.broker_meta else obs.broker_meta)
 
         cal_err = None  # modelled vs observed cpu where the replay's ownership equals the observed one

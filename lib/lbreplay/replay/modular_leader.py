@@ -12,7 +12,10 @@ Each tick
 3. every ``loadBalancerSheddingIntervalMinutes`` the leader runs ``doLoadShedding`` (``LoadSheddingTask``): in a
    recording whose leader's election is known, at the timer minutes it started (``kernel.leader_election``),
    else at the first tick an interval after the last run;
-4. orphans and split children are placed with ``selectBrokerForAssignment`` (closed loop only).
+4. orphans and split children are placed with ``selectBrokerForAssignment`` (closed loop only). In an audit of a
+   recording whose leader is known, the split children's lookups are replayed too: the leader preallocates them
+   (``preallocateBundle``), and its next placements and shedding destinations count them until ``updateBundleData``
+   drops them (every preallocation the leader itself does not own, ``getOwnedServiceUnits()``).
 """
 
 from __future__ import annotations
@@ -24,7 +27,16 @@ import numpy as np
 from lbreplay.kernel.broker_report import WrittenReports
 from lbreplay.kernel.config import PulsarConfig, short_class
 from lbreplay.kernel.leader_election import runs_at
-from lbreplay.kernel.load_data import Brokers, Bundles, LoadData, Membership, derived_cache, update_bundle_data
+from lbreplay.kernel.load_data import (
+    Brokers,
+    Bundles,
+    LoadData,
+    Membership,
+    derived_cache,
+    insert_bundles,
+    invalidate_derived,
+    update_bundle_data,
+)
 from lbreplay.kernel.modular_load_manager import LeaderTask, ModularLoadManager, RunClock
 from lbreplay.kernel.placement import clear_preallocations
 from lbreplay.kernel.policies import NamespacePolicies
@@ -97,7 +109,7 @@ class ModularLeader:
         if samples:
             if self.profile.drop_unreported_bundle_data:
                 ld.bundles.has_bundle_data &= ld.bundles.owner >= 0
-            clear_preallocations(ld)
+            clear_preallocations(ld, self._leader_owned(ld, view))
             self.manager.leader(ld).reload(ld)
             if writes and conf["loadBalancerAutoBundleSplitEnabled"]:  # updateAll ends with the split check
                 decisions += self._split(ld, view, ownership, to_assign)
@@ -111,6 +123,27 @@ class ModularLeader:
         if self.store is not None and self.ld is not None:
             self.store.note_held(self.ld.bundles, view.ts_ms)
         return decisions
+
+    def _leader_owned(self, ld: LoadData, view: LoadView) -> set[str] | None:
+        """In an audit of a recording whose leader is known: the bundles the leader owns
+        (``getNamespaceService().getOwnedServiceUnits()`` in ``updateBundleData``): those its held report lists, and
+        those preallocated to it that no other held report lists (a bundle another broker reports went there, not
+        to the leader). None where Pulsar's line keeps other preallocations too or the leader is not known (the
+        reported-with-BundleData rule alone)."""
+        if view.listings is None or view.leader_broker is None or not self.profile.preallocations_kept_if_leader_owned:
+            return None
+        k = ld.brokers.index(view.leader_broker)
+        if k < 0:
+            return set()
+        b = ld.bundles
+        brokers, rows = ld.owned_pairs()
+        elsewhere = np.zeros(len(b), dtype=bool)
+        elsewhere[rows[brokers != k]] = True
+        mine = ld.owned_mask(k) | ((b.preallocated_to == k) & ~elsewhere)
+        owned = {b.names[r] for r in np.flatnonzero(mine).tolist()}
+        owned.update(n for n, holders in ld.preallocated_also.items()
+                     if view.leader_broker in holders and not elsewhere[b.index(n)])
+        return owned
 
     @staticmethod
     def _task_runs(task: LeaderTask, view: LoadView, interval_minutes: int) -> bool:
@@ -192,6 +225,7 @@ class ModularLeader:
         found = self.manager.check_split(ld, _namespace_boundaries(layout), should_unload=should_unload)
         out = []
         changed = False
+        looked_up: list[str] = []  # an audit's unloaded split children, looked up at once
         owner_of = dict(zip(layout.names, layout.owner.tolist()))
         for d in found:
             if not d.ok or d.bundle not in owner_of or d.bundle in self._split_done:
@@ -203,6 +237,8 @@ class ModularLeader:
                 if d.unload:
                     to_assign += d.children
                 changed = True
+            elif d.unload and view.leader_broker is not None:
+                looked_up += d.children
             parent_owner = owner_of[d.bundle]
             details = dict(d.details)
             details["boundaries"] = float(len(d.boundaries))
@@ -211,6 +247,10 @@ class ModularLeader:
                                      children=list(d.children)))
         if changed:
             self._rebuild_leader_rows(ownership.layout)
+        if looked_up and self.ld is not None:
+            # the split's unload sends the children's clients to the leader at once: selectBrokerForAssignment
+            # preallocates each (ModularLoadManagerWrapper.getLeastLoaded, no affinity for a split child)
+            self.manager.assign(looked_up, self.ld)
         return out
 
     def _assign(self, bundles: list[str], view: LoadView, ownership: Ownership) -> list[Decision]:
@@ -319,6 +359,7 @@ class ModularLeader:
         b.consumer_count[owned] = vals[owned, SESSIONS].astype(np.int64)
         b.producer_count[owned] = 0
         pre[(pre >= 0) & ~alive[np.maximum(pre, 0)]] = -1
+        outside = self._preallocated_outside(layout)
         ld = self._assemble(b, rep, pre, alive, now_ms)
         brokers, rows, lv = listings
         keep = alive[brokers]
@@ -332,7 +373,49 @@ class ModularLeader:
                 owned_broker=sb, owned_bundle=sr, stats_broker=sb.copy(), stats_bundle=sr.copy(), stats=sv[:, :4].copy(),
                 topics=sv[:, TOPICS].astype(np.int64), consumer_count=sv[:, SESSIONS].astype(np.int64),
                 producer_count=np.zeros(len(sr), dtype=np.int64), cache_size=np.zeros(len(sr), dtype=np.int64))
+        if outside is not None:
+            _restore_preallocated(ld, *outside)
         return ld
+
+    def _preallocated_outside(self, layout: Layout) -> tuple[list[str], dict[str, np.ndarray], list[str],
+                                                             dict[str, list[str]]] | None:
+        """The held view's carry-over of the leader's preallocations no held report lists yet (split children it
+        assigned): their rows of the previous LoadData, their holders' ids and ``preallocated_also``."""
+        old = self.ld
+        if old is None:
+            return None
+        b = old.bundles
+        listed = set(layout.names)
+        rows = [r for r in np.flatnonzero(b.preallocated_to >= 0).tolist() if b.names[r] not in listed]
+        also = {n: list(h) for n, h in old.preallocated_also.items()}
+        if not rows and not also:
+            return None
+        idx = np.array(rows, dtype=np.int64)
+        data = {f: getattr(b, f)[idx].copy() for f in _BUNDLE_DATA}
+        return [b.names[r] for r in rows], data, [old.brokers.ids[b.preallocated_to[r]] for r in rows], also
+
+
+_BUNDLE_DATA = ("has_bundle_data", "short", "short_samples", "short_max", "long", "long_samples", "long_max",
+                "bundle_topics")
+
+
+def _restore_preallocated(ld: LoadData, names: list[str], data: dict[str, np.ndarray], holders: list[str],
+                          also: dict[str, list[str]]) -> None:
+    """Put preallocations carried from the previous held view back: rows the layout lacks come back with their
+    BundleData and holder (a holder gone dead drops it, as reapDeadBrokerPreallocations does)."""
+    alive = set(ld.brokers.ids)
+    keep = [i for i, h in enumerate(holders) if h in alive]
+    if keep:
+        at = insert_bundles(ld, [names[i] for i in keep])
+        b = ld.bundles
+        for f in _BUNDLE_DATA:
+            getattr(b, f)[at] = data[f][keep]
+        b.preallocated_to[at] = [ld.brokers.index(holders[i]) for i in keep]
+    for bundle, brokers in also.items():
+        live = [h for h in brokers if h in alive]
+        if live and ld.bundles.index(bundle) >= 0:
+            ld.preallocated_also[bundle] = live
+    invalidate_derived(ld)
 
 
 def _namespace_boundaries(layout: Layout) -> dict[str, np.ndarray]:

@@ -279,7 +279,7 @@ def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, in
         if versioned else (None, 0, 0)
     manifest = StreamManifest(brokers, namespaces, calib.cpu_base.tolist(), calib.cpu_per_msg.tolist(), has_topics,
                               stream, versioned=versioned, bundle_data=stored,
-                              lead_in_ticks=lead_in_ticks + lead_in_timer, leader_elections=elections,
+                              lead_in_ticks=lead_in_ticks + lead_in_timer, **_elections(elections),
                               timer_ticks=timer_ticks, extensible=extensible)
     if files is not None:
         manifest.topic_files = files
@@ -332,23 +332,32 @@ def read_with_lead_in(spark: SparkSession, lake: str, cluster: str, versions: di
     return with_lead, bundles_with_lead, broker_load, ticks.get(True, 0), True
 
 
+def _elections(elections: list[tuple[int, str]] | None) -> dict[str, Any]:
+    """The manifest's ``leader_elections`` and ``leader_brokers``."""
+    if not elections:
+        return {"leader_elections": None, "leader_brokers": None}
+    return {"leader_elections": [t for t, _ in elections], "leader_brokers": [b for _, b in elections]}
+
+
 def leader_timer(spark: SparkSession, lake: str, cluster: str, versions: dict[str, int], window: TimeWindow | None,
-                 broker_load: DataFrame) -> tuple[list[int] | None, int, int]:
-    """A recording's leader elections (before the window's end; None without any), the timer ticks the task adds to
-    the stream's report versions ``broker_load`` (each timer minute from its first to its last,
-    :func:`~lbreplay.kernel.leader_election.timer_minutes`) and how many of them fall before the window's start."""
+                 broker_load: DataFrame) -> tuple[list[tuple[int, str]] | None, int, int]:
+    """A recording's leader elections (``(epoch ms, leader broker)`` before the window's end, in time order; None
+    without any), the timer ticks the task adds to the stream's report versions ``broker_load`` (each timer minute
+    from its first to its last, :func:`~lbreplay.kernel.leader_election.timer_minutes`) and how many of them fall
+    before the window's start."""
     if LEADER_ELECTION.name not in versions:
         return None, 0, 0
     before_end = TimeWindow(None, window.end) if window is not None and window.end is not None else None
-    elections = sorted(int(r[0]) for r in read_pinned(spark, lake, LEADER_ELECTION.name, versions, cluster, before_end)
-                       .select(F.unix_millis("ts")).collect())
+    elections = sorted((int(r[0]), str(r[1])) for r in read_pinned(
+        spark, lake, LEADER_ELECTION.name, versions, cluster, before_end).select(F.unix_millis("ts"), "broker").collect())
     span = broker_load.agg(F.min(F.unix_millis("ts")), F.max(F.unix_millis("ts"))).first() if elections else None
     if span is None or span[0] is None:
         return None, 0, 0
     first, last = int(span[0]), int(span[1])
     start_us = window.epoch_micros()[0] if window is not None else None
     start_ms = start_us // 1000 if start_us is not None else first
-    return elections, count_timer_minutes(elections, first, last), count_timer_minutes(elections, first, start_ms - 1)
+    times = [t for t, _ in elections]
+    return elections, count_timer_minutes(times, first, last), count_timer_minutes(times, first, start_ms - 1)
 
 
 def write_stored_bundle_data(spark: SparkSession, lake: str, cluster: str, versions: dict[str, int],

@@ -69,6 +69,7 @@ class ObservedTick:
     # a recording whose leader's election is known (kernel.leader_election): at a tick of its timer, the whole
     # minutes since the election; 0 at a report tick. None: the election is not known.
     timer_minute: int | None = None
+    leader_broker: str | None = None  # the broker the latest election before this tick elected (if known)
 
 
 @dataclass
@@ -143,6 +144,7 @@ class LoadView:
     # audit of report versions: each held report's lastStats entries (broker universe row, layout row, values)
     listings: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     timer_minute: int | None = None  # ObservedTick.timer_minute: when the leader's timed tasks run
+    leader_broker: str | None = None  # audit: ObservedTick.leader_broker, the leader whose decisions are replayed
     # audit of an extensible recording: each held broker's BrokerLoadData as published (ObservedTick.broker_meta)
     recorded: dict[str, np.ndarray] | None = None
 

@@ -12,7 +12,7 @@ import pyarrow.dataset as ds
 from lbreplay.lake.tables import RESOURCES
 from lbreplay.replay.load_model import CpuCalibration
 
-STREAM_FORMAT = 12  # part of the cache key: bump when the stream's layout changes
+STREAM_FORMAT = 13  # part of the cache key: bump when the stream's layout changes
 BROKER_COLUMNS = ("broker_index", *(f"{r}_{k}" for r in RESOURCES for k in ("usage", "limit")), "last_update_ms")
 LOAD_COLUMNS = ("msg_throughput_in", "msg_throughput_out", "msg_rate_in", "msg_rate_out", "sessions")
 # an extensible recording's broker part also carries each version's BrokerLoadData as published (what the leader's
@@ -43,6 +43,7 @@ class StreamManifest:
     # a recording's leader elections (epoch ms, kernel.leader_election): the task adds a tick at every timer
     # minute from the broker part's first tick to its last (timer_ticks of them, lead_in_ticks counts its own)
     leader_elections: list[int] | None = None
+    leader_brokers: list[str] | None = None  # the broker each of leader_elections elected (LeaderBroker.brokerId)
     timer_ticks: int = 0
     # the versions are an extensible recording's (BrokerLoadData + TopBundlesLoadData): the broker part has the
     # RECORDED_LOAD_DATA columns, the bundle part each version's top bundles

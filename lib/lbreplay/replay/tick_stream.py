@@ -6,6 +6,7 @@ not grow with the history and nothing of the history reaches the driver.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import heapq
 import itertools
@@ -125,14 +126,22 @@ def ticks_from_stream(manifest: StreamManifest, hold_ms: int | None = None) -> I
     ticks = _stream_ticks(manifest)
     out = held_reports(ticks, len(manifest.broker_ids), hold_ms) if manifest.versioned else ticks
     if manifest.leader_elections:
-        out = with_leader_timer(out, manifest.leader_elections)
+        out = with_leader_timer(out, manifest.leader_elections, manifest.leader_brokers)
     return _numbered_from_window(out, manifest.lead_in_ticks) if manifest.lead_in_ticks else out
 
 
-def with_leader_timer(ticks: Iterator[ObservedTick], elections_ms: list[int]) -> Iterator[ObservedTick]:
+def with_leader_timer(ticks: Iterator[ObservedTick], elections_ms: list[int],
+                      leader_brokers: list[str] | None = None) -> Iterator[ObservedTick]:
     """The leader's held view also at each of its timer minutes (``kernel.leader_election``: when its shedding and
     quota tasks can run), between the stream's first tick and its last; a timer minute at a report write's time
-    comes after it. Every tick says its timer minute (0: a report tick) and the ticks are numbered anew in order."""
+    comes after it. Every tick says its timer minute (0: a report tick) and, with ``leader_brokers`` (the broker
+    each election elected), the leader then; the ticks are numbered anew in order."""
+    elected = sorted(zip(elections_ms, leader_brokers)) if leader_brokers else []
+
+    def leader_at(ts_ms: int) -> str | None:
+        i = bisect.bisect_right(elected, (ts_ms, "\uffff"))
+        return elected[i - 1][1] if i else None
+
     timer: Iterator[tuple[int, int]] | None = None
     pending: tuple[int, int] | None = None
     last: ObservedTick | None = None
@@ -142,10 +151,11 @@ def with_leader_timer(ticks: Iterator[ObservedTick], elections_ms: list[int]) ->
             timer = timer_minutes(elections_ms, obs.ts_ms)
             pending = next(timer, None)
         while last is not None and pending is not None and pending[0] < obs.ts_ms:
-            yield dataclasses.replace(last, tick=n, ts_ms=pending[0], timer_minute=pending[1])
+            yield dataclasses.replace(last, tick=n, ts_ms=pending[0], timer_minute=pending[1],
+                                      leader_broker=leader_at(pending[0]))
             n += 1
             pending = next(timer, None)
-        obs.tick, obs.timer_minute = n, 0
+        obs.tick, obs.timer_minute, obs.leader_broker = n, 0, leader_at(obs.ts_ms)
         n += 1
         yield obs
         last = obs
