@@ -10,9 +10,11 @@ from lbreplay.collect.leader_view import recorded_versions
 from lbreplay.lake.ingest import read_dumps
 
 
-def replay_on_the_timer(sample: Path, namespaces: list[str], with_leader: bool = True) -> tuple[list[Any], list[Any]]:
+def replay_on_the_timer(sample: Path, namespaces: list[str], with_leader: bool = True,
+                        logged_runs: bool = True) -> tuple[list[Any], list[Any]]:
     """(the ticks, with the timer ticks of the recorded election; the engine's decisions, in order); without
-    ``with_leader`` the ticks do not say which broker the election elected."""
+    ``with_leader`` the ticks do not say which broker the election elected, without ``logged_runs`` the timer
+    ticks are at the timer minutes, not at the runs the leader's log shows."""
     import numpy as np
 
     from lbreplay.kernel.config import parse_broker_conf, typed_overrides
@@ -28,8 +30,9 @@ def replay_on_the_timer(sample: Path, namespaces: list[str], with_leader: bool =
     static = StaticInputs(ids, namespaces, CpuCalibration(np.zeros(len(ids)), np.zeros(len(ids))))
     replay = Replay(RunSpec(sample.name, sample.name, "observed", conf), static)
     hold = (int(replay.conf["loadBalancerReportUpdateMaxIntervalMinutes"]) + 1) * 60_000
-    elected = sorted((int(r["ts"].timestamp() * 1000), r["broker"])
-                     for r in read_dumps(sample, sample.name).rows["leader_election"])
+    rows = read_dumps(sample, sample.name).rows
+    elected = sorted((int(r["ts"].timestamp() * 1000), r["broker"]) for r in rows["leader_election"])
+    runs = sorted(int(r["ts"].timestamp() * 1000) for r in rows["shedding_run"]) if logged_runs else None
     ticks = list(with_leader_timer(held_reports(iter(_version_ticks(brokers, ids)), len(ids), hold),
-                                   [t for t, _ in elected], [b for _, b in elected] if with_leader else None))
+                                   [t for t, _ in elected], [b for _, b in elected] if with_leader else None, runs))
     return ticks, [d for obs in ticks for d in replay.step(obs).decisions]

@@ -42,3 +42,30 @@ def test_timer_minutes_properties(elections: list[int], first: int, span: int) -
                 if first <= e + k * MINUTE_MS <= last and max(x for x in elections if x <= e + k * MINUTE_MS) == e}
     assert {t for t, _ in got} == expected
 
+
+
+def test_a_timer_minute_goes_to_its_logged_run() -> None:
+    """The live run committed as data/samples/real-modular-shedding-lag: LoadSheddingTask's runs came 66, 296, 325
+    ms after their timer minutes (each run's admin calls delay the next: fixed delay). A timer minute takes the
+    first logged run within 30 s after it and says its lag; a minute without one stays, lag None."""
+    from lbreplay.kernel.leader_election import at_logged_runs
+
+    minutes = [(60_000, 1), (120_000, 2), (180_000, 3), (240_000, 4)]
+    runs = [60_066, 120_296, 180_325, 275_000]  # no run logged within 30 s of the fourth minute
+    assert list(at_logged_runs(iter(minutes), runs)) == [
+        (60_066, 1, 66), (120_296, 2, 296), (180_325, 3, 325), (240_000, 4, None)]
+    assert list(at_logged_runs(iter(minutes[:1]), [])) == [(60_000, 1, None)]
+
+
+@given(st.integers(0, 10**6), st.integers(1, 40), st.lists(st.integers(0, 29_999), min_size=1, max_size=40),
+       st.integers(0, 40 * MINUTE_MS))
+def test_counting_the_ticks_at_logged_runs(elected: int, n: int, lags: list[int], span: int) -> None:
+    """With logged runs, the ticks the driver counts between two times are those the stream yields there: each
+    minute at its run (never more than 30 s late), still in time order."""
+    from lbreplay.kernel.leader_election import at_logged_runs
+
+    runs = [elected + (k + 1) * MINUTE_MS + lags[k % len(lags)] for k in range(n)]
+    first, last = elected, elected + span
+    ticks = [t for t, _m, _lag in at_logged_runs(timer_minutes([elected], first, last + MINUTE_MS), runs)]
+    assert ticks == sorted(ticks)
+    assert count_timer_minutes([elected], first, last, runs) == sum(1 for t in ticks if t <= last)

@@ -120,6 +120,23 @@ def test_timer_ticks_hold_the_leaders_view_between_report_writes() -> None:
     assert [(t.ts_ms, t.timer_minute) for t in again if t.timer_minute] == [(40_000, 9), (100_000, 10), (190_000, 1)]
 
 
+def test_a_timer_tick_at_its_logged_run_holds_the_reports_written_during_its_lag() -> None:
+    """The leader's log shows its 102 s run at 102.4 s (its earlier runs' durations: fixed delay); broker 0 wrote
+    at 102.3 s. The timer tick is at the run, holds that report and says its lag; the 162 s run, not logged, stays
+    at its minute."""
+    from lbreplay.replay.tick_stream import with_leader_timer
+
+    stream = [_version(0, 27_000, 0, {A: 1.0}), _version(1, 102_300, 0, {A: 5.0}), _version(2, 200_000, 1, {B: 4.0})]
+    out = list(with_leader_timer(held_reports(iter(stream), 3), [42_000], ["b:8080"], [102_400]))
+    assert [(t.ts_ms, t.timer_minute, t.timer_lag_ms, t.leader_broker) for t in out] == [
+        (27_000, 0, None, None), (102_300, 0, None, "b:8080"), (102_400, 1, 400, "b:8080"),
+        (162_000, 2, None, "b:8080"), (200_000, 0, None, "b:8080")]
+    assert out[2].bundle_values[:, 2].tolist() == [5.0]  # the report written during the lag
+    nominal = list(with_leader_timer(held_reports(iter(stream), 3), [42_000]))
+    assert [(t.ts_ms, t.timer_minute) for t in nominal if t.timer_minute] == [(102_000, 1), (162_000, 2)]
+    assert nominal[1].bundle_values[:, 2].tolist() == [1.0]  # at the minute: the older report
+
+
 def _report(ts: int, broker: int, cpu_pct: float, nb: int = 2) -> ObservedTick:
     """One broker's report version: 4 bundles of 40 MB/s each (broker 0) or 2 MB/s (broker 1) at ``cpu_pct``."""
     alive = np.zeros(nb, dtype=bool)

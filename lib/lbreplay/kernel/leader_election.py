@@ -7,14 +7,19 @@ after the election, each next one the same delay after the last: ``LoadSheddingT
 are whole minutes, so every run of either falls on a whole minute after the election: the leader's *timer
 minutes*. A shedding run's own duration delays the next one (fixed delay): a replay adds the durations of the
 task's earlier runs since the election (``modular_load_manager.RunClock``: 1 ms per step) to each run's start.
+The real durations (an unload is an admin call: tens to hundreds of ms) are known only from the leader's log:
+where it shows when a run started (:func:`at_logged_runs`), that time replaces the modelled one.
 A new election (another broker, or the same one again) starts both tasks afresh.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Iterator, Sequence
 
 MINUTE_MS = 60_000
+LOGGED_RUN_WITHIN_MS = 30_000  # a logged run this close after a timer minute is that minute's
 
 
 def timer_minutes(elections_ms: Sequence[int], first_ms: int, last_ms: int | None = None) -> Iterator[tuple[int, int]]:
@@ -32,9 +37,25 @@ def timer_minutes(elections_ms: Sequence[int], first_ms: int, last_ms: int | Non
             minute += 1
 
 
-def count_timer_minutes(elections_ms: Sequence[int], first_ms: int, last_ms: int) -> int:
-    """How many timer minutes :func:`timer_minutes` gives from ``first_ms`` to ``last_ms``."""
-    return sum(1 for _ in timer_minutes(elections_ms, first_ms, last_ms))
+def at_logged_runs(minutes: Iterator[tuple[int, int]], runs_ms: Sequence[int]
+                   ) -> Iterator[tuple[int, int, int | None]]:
+    """``(time, minute, lag)`` for each timer minute of ``minutes``: where the leader's log shows a run starting
+    within 30 s after it (``runs_ms``, sorted; a run never starts before its timer minute), that run's time and
+    its lag behind the minute; else the minute itself and None."""
+    for t, minute in minutes:
+        i = bisect.bisect_left(runs_ms, t)
+        if i < len(runs_ms) and runs_ms[i] - t < LOGGED_RUN_WITHIN_MS:
+            yield runs_ms[i], minute, runs_ms[i] - t
+        else:
+            yield t, minute, None
+
+
+def count_timer_minutes(elections_ms: Sequence[int], first_ms: int, last_ms: int,
+                        runs_ms: Sequence[int] = ()) -> int:
+    """How many timer ticks fall from ``first_ms`` to ``last_ms``: the timer minutes of :func:`timer_minutes`,
+    each at its logged run where ``runs_ms`` shows one (:func:`at_logged_runs`)."""
+    ticks = at_logged_runs(timer_minutes(elections_ms, first_ms), runs_ms)  # in time order: a shift is < 30 s
+    return sum(1 for _ in itertools.takewhile(lambda tick: tick[0] <= last_ms, ticks))
 
 
 def runs_at(minute: int, interval_minutes: int) -> bool:

@@ -22,6 +22,7 @@ from lbreplay.lake.dump_tables import (
     BROKER_TIME_AVERAGE,
     BUNDLE_DATA,
     LEADER_ELECTION,
+    SHEDDING_RUN,
     TOP_BUNDLES_LOAD_DATA,
 )
 from lbreplay.lake.dump_tree import (
@@ -62,6 +63,7 @@ INGEST_TABLES: tuple[Table, ...] = (
     BROKER_LOAD_DATA_EXT,
     TOP_BUNDLES_LOAD_DATA,
     LEADER_ELECTION,
+    SHEDDING_RUN,
 )
 #: ``collect``'s record of znode versions (``lbreplay.collect.layout``) and the leader's znode in it.
 METADATA_VERSIONS = Path("collect") / "metadata-versions.jsonl"
@@ -98,7 +100,8 @@ class DumpRows:
 
     @property
     def ticks(self) -> int:
-        return len({r["ts"] for rows in self.rows.values() for r in rows})
+        """Distinct snapshot times (the leader's logged runs are not snapshots)."""
+        return len({r["ts"] for name, rows in self.rows.items() if name != SHEDDING_RUN.name for r in rows})
 
 
 def _resources(node: JsonObject) -> dict[str, float | None]:
@@ -339,6 +342,12 @@ def load_data_tombstones(root: Path, cluster: str, out: DumpRows) -> None:
         if broker is None:
             raise InvalidInputError(f"{f}: no broker id: no host_port (or host:port) in the path")
         out.rows[BROKER_LOAD_DATA_EXT.name].append({"cluster": cluster, "ts": tick_of(int(f.stem)), "broker": broker})
+
+
+def shedding_run_rows(root: Path, cluster: str, out: DumpRows) -> None:
+    """The leader's shedding runs in the dump's ``leader-decisions.log`` (``collect.leader_log.shedding_runs``) ->
+    shedding_run rows; none without the log."""
+    out.rows[SHEDDING_RUN.name].extend({"cluster": cluster, "ts": tick_of(t)} for t in _logged_runs(root))
 
 
 def _logged_runs(root: Path) -> list[int]:

@@ -11,6 +11,8 @@ the ``lbreplay`` database, input tables partitioned by ``cluster`` and ``date``)
 - ``leader_election`` — each election of the load manager's leader (``/loadbalance/leader``, or
   ``/loadbalance/extension/leader`` for the extensible one, recorded by ``collect``): it starts the leader's
   shedding timer (:mod:`lbreplay.kernel.leader_election`).
+- ``shedding_run`` — each run of the leader's shedding task that the dump's leader log shows
+  (``leader-decisions.log``): when it really ran, late behind its timer minute by its earlier runs' durations.
 - ``validation_runs`` — one row per (cluster, table, Delta version) validation, read by replays to refuse
   unvalidated or failing input.
 """
@@ -151,6 +153,19 @@ LEADER_ELECTION = Table(
     "leader), from collect's record.",
 )
 
+SHEDDING_RUN = Table(
+    "shedding_run",
+    (
+        _c("cluster", "STRING", "cluster name", False),
+        _c("ts", "TIMESTAMP", "when a run of the leader's LoadSheddingTask (extensible: UnloadScheduler) started (UTC, "
+           "ms): the first line it logged in the dump's leader-decisions.log", False),
+        _DATE,
+    ),
+    ("cluster", "date"),
+    ("cluster", "ts"),
+    "Runs of the leader's shedding task, from its log in the dump: an audit holds the reports it read then.",
+)
+
 VALIDATION_RUNS = Table(
     "validation_runs",
     (
@@ -171,6 +186,7 @@ VALIDATION_RUNS = Table(
 )
 
 DUMP_TABLES: dict[str, Table] = {
-    t.name: t for t in (BUNDLE_DATA, BROKER_TIME_AVERAGE, BROKER_LOAD_DATA_EXT, TOP_BUNDLES_LOAD_DATA, LEADER_ELECTION)
+    t.name: t for t in (BUNDLE_DATA, BROKER_TIME_AVERAGE, BROKER_LOAD_DATA_EXT, TOP_BUNDLES_LOAD_DATA, LEADER_ELECTION,
+                        SHEDDING_RUN)
 }
 """Input tables written by ``lbreplay ingest`` in addition to ``broker_load`` and ``bundle_load``."""

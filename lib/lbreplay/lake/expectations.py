@@ -51,6 +51,7 @@ from lbreplay.lake.dump_tables import (
     BROKER_TIME_AVERAGE,
     BUNDLE_DATA,
     LEADER_ELECTION,
+    SHEDDING_RUN,
     TOP_BUNDLES_LOAD_DATA,
 )
 from lbreplay.lake.storage import is_large
@@ -82,6 +83,7 @@ VALIDATED_TABLES: tuple[Table, ...] = (
     BROKER_LOAD_DATA_EXT,
     TOP_BUNDLES_LOAD_DATA,
     LEADER_ELECTION,
+    SHEDDING_RUN,
 )
 
 
@@ -467,5 +469,6 @@ SUITES: dict[str, tuple[Rule, ...]] = {
         *_key_rules(LEADER_ELECTION),
         Rule("broker_not_null", "not_null", ("broker",)),
     ),
+    SHEDDING_RUN.name: (*_key_rules(SHEDDING_RUN),),
 }
 

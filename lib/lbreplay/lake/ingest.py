@@ -75,7 +75,14 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
 from lbreplay.errors import InvalidInputError, UsageError
-from lbreplay.lake.dump_rows import INGEST_TABLES, DumpRows, leader_elections, load_data_tombstones, parse_file
+from lbreplay.lake.dump_rows import (
+    INGEST_TABLES,
+    DumpRows,
+    leader_elections,
+    load_data_tombstones,
+    parse_file,
+    shedding_run_rows,
+)
 from lbreplay.lake.dump_tables import LEADER_ELECTION
 from lbreplay.lake.dump_tree import BROKER_LOAD_DATA, TOP_BUNDLES_KIND, dump_files, tick_of
 from lbreplay.lake.storage import run_concurrently
@@ -115,6 +122,7 @@ def read_dumps(source: str | Path, cluster: str) -> DumpRows:
             f"{source}: mixes the modular load manager's reports ({first[MODULAR_FAMILY]}) and the extensible one's "
             f"({first[EXTENSIBLE_FAMILY]}); a cluster runs one load manager: ingest each tree as its own --cluster")
     leader_elections(root, cluster, out)
+    shedding_run_rows(root, cluster, out)
     load_data_tombstones(root, cluster, out)
     return out
 

@@ -123,6 +123,7 @@ class Replay:
                         observed_writes=None if self.closed_loop else self._observed_writes(obs, alive),
                         apply=self.closed_loop, listings=listings, timer_minute=obs.timer_minute,
                         leader_broker=None if self.closed_loop else obs.leader_broker,
+                        timer_lag_ms=None if self.closed_loop else obs.timer_lag_ms,
                         recorded=None if self.closed_loop or not obs.broker_meta else obs.broker_meta)
 
         cal_err = None  # modelled vs observed cpu where the replay's ownership equals the observed one

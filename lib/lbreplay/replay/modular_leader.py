@@ -191,7 +191,10 @@ class ModularLeader:
             if view.timer_minute <= self._last_timer_run:
                 self._shedding_lag_ms = 0  # a new election started the task afresh
             self._last_timer_run = view.timer_minute
-            now, clock = view.ts_ms + self._shedding_lag_ms, RunClock()
+            # the run's clock stays the modelled one (its stamps in recentlyUnloadedBundles against the grace period
+            # are consistent with it); a tick at the leader's logged run holds the reports it read at its real time
+            minute_ms = view.ts_ms - (view.timer_lag_ms or 0)
+            now, clock = minute_ms + self._shedding_lag_ms, RunClock()
         shedding = self.manager.shed(ld, now, clock)
         if clock is not None:
             self._shedding_lag_ms += clock.end_ms - now

@@ -30,7 +30,13 @@ from lbreplay.errors import InvalidInputError, UsageError
 from lbreplay.kernel.leader_election import count_timer_minutes
 from lbreplay.lake import tables
 from lbreplay.lake.delta_log import delta_version
-from lbreplay.lake.dump_tables import BROKER_LOAD_DATA_EXT, BUNDLE_DATA, LEADER_ELECTION, TOP_BUNDLES_LOAD_DATA
+from lbreplay.lake.dump_tables import (
+    BROKER_LOAD_DATA_EXT,
+    BUNDLE_DATA,
+    LEADER_ELECTION,
+    SHEDDING_RUN,
+    TOP_BUNDLES_LOAD_DATA,
+)
 from lbreplay.lake.storage import (
     path_exists,
     plain_parquet_files,
@@ -65,9 +71,10 @@ LEAD_IN_MS = 120 * 60_000
 def input_versions(spark: SparkSession, lake: str, cluster: str) -> dict[str, int]:
     """Current Delta version of each input table that exists (from the Delta log, no Spark job), ``bundle_data``
     (the leader's stored BundleData, :mod:`~lbreplay.replay.stored_bundle_data`), ``leader_election`` (the
-    leader's shedding timer, :mod:`~lbreplay.kernel.leader_election`) and the extensible load manager's
-    ``broker_load_data_ext`` / ``top_bundles_load_data`` included."""
-    extra = {t.name: t for t in (BUNDLE_DATA, LEADER_ELECTION, BROKER_LOAD_DATA_EXT, TOP_BUNDLES_LOAD_DATA)}
+    leader's shedding timer, :mod:`~lbreplay.kernel.leader_election`), ``shedding_run`` (its runs its log shows)
+    and the extensible load manager's ``broker_load_data_ext`` / ``top_bundles_load_data`` included."""
+    extra = {t.name: t for t in (BUNDLE_DATA, LEADER_ELECTION, SHEDDING_RUN, BROKER_LOAD_DATA_EXT,
+                                 TOP_BUNDLES_LOAD_DATA)}
     return {name: v for name, table in {**tables.INPUT_TABLES, **extra}.items()
             if (v := delta_version(spark, lake, table)) is not None}
 
@@ -275,12 +282,11 @@ def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, in
 
     (brokers, calib, versioned), (namespaces, files), stored = run_concurrently(
         broker_side, namespace_side, lambda: write_stored_bundle_data(spark, lake, cluster, versions, window, stream))
-    elections, timer_ticks, lead_in_timer = leader_timer(spark, lake, cluster, versions, window, broker_load) \
-        if versioned else (None, 0, 0)
+    timer, lead_in_timer = leader_timer(spark, lake, cluster, versions, window, broker_load) if versioned \
+        else (dict(NO_TIMER), 0)
     manifest = StreamManifest(brokers, namespaces, calib.cpu_base.tolist(), calib.cpu_per_msg.tolist(), has_topics,
                               stream, versioned=versioned, bundle_data=stored,
-                              lead_in_ticks=lead_in_ticks + lead_in_timer, **_elections(elections),
-                              timer_ticks=timer_ticks, extensible=extensible)
+                              lead_in_ticks=lead_in_ticks + lead_in_timer, extensible=extensible, **timer)
     if files is not None:
         manifest.topic_files = files
         manifest.topic_window_us = list(window.epoch_micros()) if window else [None, None]
@@ -332,32 +338,33 @@ def read_with_lead_in(spark: SparkSession, lake: str, cluster: str, versions: di
     return with_lead, bundles_with_lead, broker_load, ticks.get(True, 0), True
 
 
-def _elections(elections: list[tuple[int, str]] | None) -> dict[str, Any]:
-    """The manifest's ``leader_elections`` and ``leader_brokers``."""
-    if not elections:
-        return {"leader_elections": None, "leader_brokers": None}
-    return {"leader_elections": [t for t, _ in elections], "leader_brokers": [b for _, b in elections]}
+NO_TIMER: dict[str, Any] = {"leader_elections": None, "leader_brokers": None, "shedding_runs": None, "timer_ticks": 0}
 
 
 def leader_timer(spark: SparkSession, lake: str, cluster: str, versions: dict[str, int], window: TimeWindow | None,
-                 broker_load: DataFrame) -> tuple[list[tuple[int, str]] | None, int, int]:
-    """A recording's leader elections (``(epoch ms, leader broker)`` before the window's end, in time order; None
-    without any), the timer ticks the task adds to the stream's report versions ``broker_load`` (each timer minute
-    from its first to its last, :func:`~lbreplay.kernel.leader_election.timer_minutes`) and how many of them fall
-    before the window's start."""
+                 broker_load: DataFrame) -> tuple[dict[str, Any], int]:
+    """A recording's leader timer for the manifest: its elections (epoch ms before the window's end, in time order,
+    and the broker each elected; None without any), the shedding runs its leader logged (``shedding_run``; None
+    without), the timer ticks the task adds to the stream's report versions ``broker_load`` (each timer minute from
+    its first to its last, at its logged run where there is one: :mod:`~lbreplay.kernel.leader_election`); and
+    how many of them fall before the window's start."""
     if LEADER_ELECTION.name not in versions:
-        return None, 0, 0
+        return dict(NO_TIMER), 0
     before_end = TimeWindow(None, window.end) if window is not None and window.end is not None else None
     elections = sorted((int(r[0]), str(r[1])) for r in read_pinned(
         spark, lake, LEADER_ELECTION.name, versions, cluster, before_end).select(F.unix_millis("ts"), "broker").collect())
     span = broker_load.agg(F.min(F.unix_millis("ts")), F.max(F.unix_millis("ts"))).first() if elections else None
     if span is None or span[0] is None:
-        return None, 0, 0
+        return dict(NO_TIMER), 0
+    runs = sorted(int(r[0]) for r in read_pinned(spark, lake, SHEDDING_RUN.name, versions, cluster, before_end)
+                  .select(F.unix_millis("ts")).collect()) if SHEDDING_RUN.name in versions else []
     first, last = int(span[0]), int(span[1])
     start_us = window.epoch_micros()[0] if window is not None else None
     start_ms = start_us // 1000 if start_us is not None else first
     times = [t for t, _ in elections]
-    return elections, count_timer_minutes(times, first, last), count_timer_minutes(times, first, start_ms - 1)
+    fields = {"leader_elections": times, "leader_brokers": [b for _, b in elections], "shedding_runs": runs or None,
+              "timer_ticks": count_timer_minutes(times, first, last, runs)}
+    return fields, count_timer_minutes(times, first, start_ms - 1, runs)
 
 
 def write_stored_bundle_data(spark: SparkSession, lake: str, cluster: str, versions: dict[str, int],

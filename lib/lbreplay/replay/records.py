@@ -70,6 +70,7 @@ class ObservedTick:
     # minutes since the election; 0 at a report tick. None: the election is not known.
     timer_minute: int | None = None
     leader_broker: str | None = None  # the broker the latest election before this tick elected (if known)
+    timer_lag_ms: int | None = None  # a timer tick at the leader's logged run: the run's lag behind its minute
 
 
 @dataclass
@@ -145,6 +146,7 @@ class LoadView:
     listings: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     timer_minute: int | None = None  # ObservedTick.timer_minute: when the leader's timed tasks run
     leader_broker: str | None = None  # audit: ObservedTick.leader_broker, the leader whose decisions are replayed
+    timer_lag_ms: int | None = None  # ObservedTick.timer_lag_ms: the tick is the leader's logged run, this late
     # audit of an extensible recording: each held broker's BrokerLoadData as published (ObservedTick.broker_meta)
     recorded: dict[str, np.ndarray] | None = None
 

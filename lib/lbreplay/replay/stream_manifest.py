@@ -44,6 +44,7 @@ class StreamManifest:
     # minute from the broker part's first tick to its last (timer_ticks of them, lead_in_ticks counts its own)
     leader_elections: list[int] | None = None
     leader_brokers: list[str] | None = None  # the broker each of leader_elections elected (LeaderBroker.brokerId)
+    shedding_runs: list[int] | None = None  # the leader's logged shedding runs (epoch ms): its timer ticks' real times
     timer_ticks: int = 0
     # the versions are an extensible recording's (BrokerLoadData + TopBundlesLoadData): the broker part has the
     # RECORDED_LOAD_DATA columns, the bundle part each version's top bundles

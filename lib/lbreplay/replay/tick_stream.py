@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lbreplay.kernel.leader_election import timer_minutes
+from lbreplay.kernel.leader_election import at_logged_runs, timer_minutes
 from lbreplay.replay.records import ObservedTick
 from lbreplay.replay.stored_bundle_data import STORED_COLUMNS, StoredBundleData
 from lbreplay.replay.stream_manifest import (
@@ -126,33 +126,35 @@ def ticks_from_stream(manifest: StreamManifest, hold_ms: int | None = None) -> I
     ticks = _stream_ticks(manifest)
     out = held_reports(ticks, len(manifest.broker_ids), hold_ms) if manifest.versioned else ticks
     if manifest.leader_elections:
-        out = with_leader_timer(out, manifest.leader_elections, manifest.leader_brokers)
+        out = with_leader_timer(out, manifest.leader_elections, manifest.leader_brokers, manifest.shedding_runs)
     return _numbered_from_window(out, manifest.lead_in_ticks) if manifest.lead_in_ticks else out
 
 
-def with_leader_timer(ticks: Iterator[ObservedTick], elections_ms: list[int],
-                      leader_brokers: list[str] | None = None) -> Iterator[ObservedTick]:
+def with_leader_timer(ticks: Iterator[ObservedTick], elections_ms: list[int], leader_brokers: list[str] | None = None,
+                      runs_ms: list[int] | None = None) -> Iterator[ObservedTick]:
     """The leader's held view also at each of its timer minutes (``kernel.leader_election``: when its shedding and
     quota tasks can run), between the stream's first tick and its last; a timer minute at a report write's time
-    comes after it. Every tick says its timer minute (0: a report tick) and, with ``leader_brokers`` (the broker
-    each election elected), the leader then; the ticks are numbered anew in order."""
+    comes after it. Where the leader's log shows the run (``runs_ms``: the shedding runs it logged), the tick is at
+    the run's time, holding the reports written during its lag, and says the lag (``timer_lag_ms``). Every tick
+    says its timer minute (0: a report tick) and, with ``leader_brokers`` (the broker each election elected), the
+    leader then; the ticks are numbered anew in order."""
     elected = sorted(zip(elections_ms, leader_brokers)) if leader_brokers else []
 
     def leader_at(ts_ms: int) -> str | None:
         i = bisect.bisect_right(elected, (ts_ms, "\uffff"))
         return elected[i - 1][1] if i else None
 
-    timer: Iterator[tuple[int, int]] | None = None
-    pending: tuple[int, int] | None = None
+    timer: Iterator[tuple[int, int, int | None]] | None = None
+    pending: tuple[int, int, int | None] | None = None
     last: ObservedTick | None = None
     n = 0
     for obs in ticks:
         if timer is None:
-            timer = timer_minutes(elections_ms, obs.ts_ms)
+            timer = at_logged_runs(timer_minutes(elections_ms, obs.ts_ms), sorted(runs_ms or ()))
             pending = next(timer, None)
         while last is not None and pending is not None and pending[0] < obs.ts_ms:
             yield dataclasses.replace(last, tick=n, ts_ms=pending[0], timer_minute=pending[1],
-                                      leader_broker=leader_at(pending[0]))
+                                      leader_broker=leader_at(pending[0]), timer_lag_ms=pending[2])
             n += 1
             pending = next(timer, None)
         obs.tick, obs.timer_minute, obs.leader_broker = n, 0, leader_at(obs.ts_ms)
@@ -160,7 +162,7 @@ def with_leader_timer(ticks: Iterator[ObservedTick], elections_ms: list[int],
         yield obs
         last = obs
         while pending is not None and pending[0] == obs.ts_ms:
-            yield dataclasses.replace(obs, tick=n, timer_minute=pending[1])
+            yield dataclasses.replace(obs, tick=n, timer_minute=pending[1], timer_lag_ms=pending[2])
             n += 1
             pending = next(timer, None)
 
