@@ -9,7 +9,7 @@
 # usage: scripts/pulsar/start-cluster.sh [--run-dir DIR] [--brokers N] [--load-manager modular|extensible]
 #            [--cpu-quota CORES] [--cluster NAME] [--port-offset K]
 # Prints the admin URLs, the metadata store and the broker.conf the brokers ran.
-# Environment: LB_THRESHOLD_PERCENT (loadBalancerBrokerThresholdShedderPercentage, default 1) and
+# Environment: LB_AUTO_UNLOAD_SPLIT (loadBalancerAutoUnloadSplitBundlesEnabled, default false), LB_THRESHOLD_PERCENT (loadBalancerBrokerThresholdShedderPercentage, default 1) and
 # LB_HISTORY_PERCENTAGE (loadBalancerHistoryResourcePercentage, default 0.5: the smoothed usage follows a
 # change within minutes, so an 8-minute test sees unloads); for the extensible manager LB_TARGET_STD
 # (loadBalancerBrokerLoadTargetStd, default 0.001), LB_HIT_COUNT (loadBalancerSheddingConditionHitCountThreshold,
@@ -169,7 +169,10 @@ loadBalancerBandwithInResourceWeight=1.0
 loadBalancerBandwithOutResourceWeight=1.0
 loadBalancerOverrideBrokerNicSpeedGbps=0.01
 loadBalancerAutoBundleSplitEnabled=true
-loadBalancerAutoUnloadSplitBundlesEnabled=true
+# split children stay with their owner (default true: unloaded, so their clients' lookups make the leader preallocate
+# them; when those lookups run against the leader's queued updateAll runs, which clear preallocations, no recording
+# shows: an audit replays them right after the split check; data/samples/real-modular-split-children)
+loadBalancerAutoUnloadSplitBundlesEnabled=${LB_AUTO_UNLOAD_SPLIT:-false}
 loadBalancerNamespaceBundleMaxMsgRate=200
 loadBalancerNamespaceBundleMaxTopics=1000
 loadBalancerNamespaceBundleMaxSessions=1000
