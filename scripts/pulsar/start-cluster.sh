@@ -9,7 +9,8 @@
 # usage: scripts/pulsar/start-cluster.sh [--run-dir DIR] [--brokers N] [--load-manager modular|extensible]
 #            [--cpu-quota CORES] [--cluster NAME] [--port-offset K]
 # Prints the admin URLs, the metadata store and the broker.conf the brokers ran.
-# Environment: LB_AUTO_UNLOAD_SPLIT (loadBalancerAutoUnloadSplitBundlesEnabled, default false), LB_THRESHOLD_PERCENT (loadBalancerBrokerThresholdShedderPercentage, default 1) and
+# Environment: LB_AUTO_UNLOAD_SPLIT (loadBalancerAutoUnloadSplitBundlesEnabled, default false),
+# LB_THRESHOLD_PERCENT (loadBalancerBrokerThresholdShedderPercentage, default 1) and
 # LB_HISTORY_PERCENTAGE (loadBalancerHistoryResourcePercentage, default 0.5: the smoothed usage follows a
 # change within minutes, so an 8-minute test sees unloads); for the extensible manager LB_TARGET_STD
 # (loadBalancerBrokerLoadTargetStd, default 0.001), LB_HIT_COUNT (loadBalancerSheddingConditionHitCountThreshold,
