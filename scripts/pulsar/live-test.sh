@@ -23,19 +23,29 @@ PY="${PYTHON:-$ROOT/.venv/bin/python}"
 LBREPLAY=("$PY" -m lbreplay.cli)
 RUN="$WORK/run"; DUMP="$WORK/dump"
 rm -rf "$DUMP" "$WORK/lake" "$WORK/report"; mkdir -p "$WORK" "$DUMP"
+stop_pid() {  # SIGTERM, up to $2 s to exit, then SIGKILL (the Pulsar client can sit in a send and ignore SIGTERM)
+  local pid=$1
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for _ in $(seq 1 "$2"); do kill -0 "$pid" 2>/dev/null || return 0; sleep 1; done
+  kill -KILL "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
+}
 cleanup() {  # stop every process this script started, by PID (never fails: runs from the EXIT trap)
   set +e
   for p in traffic collect; do
     f="$WORK/$p.pid"; [ -f "$f" ] || continue
-    pid=$(cat "$f"); kill -TERM "$pid" 2>/dev/null
-    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
-    kill -KILL "$pid" 2>/dev/null; rm -f "$f"
+    stop_pid "$(cat "$f")" 60; rm -f "$f"
   done
   "$HERE/stop-cluster.sh" --run-dir "$RUN"
 }
 trap cleanup EXIT
 trap 'exit 143' TERM INT HUP
 T0=$(date +%s)
+# the bookie turns read-only above 95 % disk use (diskUsageThreshold): the traffic would fail mid-recording
+used=$(df -P "$WORK" | awk 'NR == 2 { sub("%", "", $5); print $5 }')
+if [ "${used:-0}" -ge 90 ]; then
+  echo "live-test: $WORK's filesystem is ${used}% full; the bookie stops writing at 95 %: free some space" >&2
+  exit 2
+fi
 "$HERE/start-cluster.sh" --run-dir "$RUN" --brokers "$BROKERS" --load-manager "$LM"
 ADMIN=(); for u in $(cat "$RUN/admin-urls.txt"); do ADMIN+=(--admin-url "$u"); done
 EXT=(); [ "$LM" = extensible ] && EXT=(--service-url pulsar://127.0.0.1:16651)
@@ -58,8 +68,7 @@ while kill -0 "$(cat "$WORK/collect.pid")" 2>/dev/null; do
   sleep 60 & wait $!
 done
 wait "$(cat "$WORK/collect.pid")" 2>/dev/null || true; rm -f "$WORK/collect.pid"
-kill -TERM "$(cat "$WORK/traffic.pid")" 2>/dev/null || true
-wait "$(cat "$WORK/traffic.pid")" 2>/dev/null || true; rm -f "$WORK/traffic.pid"
+stop_pid "$(cat "$WORK/traffic.pid")" 15; rm -f "$WORK/traffic.pid"
 # the leader's decisions: every broker's load-balancer lines (whoever led when), broker id prefixed
 for f in "$RUN"/logs/broker-*.log; do
   b=$(basename "$f" .log); port=$((18080 + ${b#broker-}))
