@@ -32,7 +32,7 @@ def test_parse_unload_and_split() -> None:
 
 def test_compare_per_tick_same_bundle_same_source() -> None:
     leader = parse_leader_log(LOG.splitlines())
-    tick = T0 // 60_000 * 60_000
+    tick = T0 - 100  # the audit's tick: the leader's run logs its decisions a little after it
     audit = [
         Decision(tick, "UNLOAD", "lb/hot/0x60000000_0x70000000", "127.0.0.1:18081", "127.0.0.1:18082"),  # target differs: still a match
         Decision(tick + 60_000, "SPLIT", "lb/hot/0x10000000_0x20000000", "127.0.0.1:18081"),  # leader's log names no source
@@ -139,3 +139,18 @@ def test_the_extensible_leaders_shedding_runs_are_its_unload_schedulers() -> Non
     from lbreplay.collect.leader_log import shedding_runs
 
     assert shedding_runs(EXT_LOG.splitlines()) == [EXT_T0, EXT_T0 + 59_998, EXT_T0 + 119_998]
+
+
+def test_a_split_check_across_a_minutes_end_is_one_tick() -> None:
+    """A live run (2026-11-27 14:17:58): the report written at 14:17:58.609 started the leader's split check, whose
+    first split call took 2 s, so it logged the next two splits at 14:18:00.857 and 14:18:01.064. The audit splits
+    the three at the report's tick: one tick, across the minute's end. Decisions a minute apart stay apart."""
+    t = 1795789078609  # 14:17:58.609
+    leader = [Decision(t + 208, "SPLIT", "lb/hot/0x00000000_0x10000000", "127.0.0.1:18081"),
+              Decision(t + 2_248, "SPLIT", "lb/hot/0xe0000000_0xf0000000", "127.0.0.1:18082"),
+              Decision(t + 2_455, "SPLIT", "lb/hot/0x70000000_0x80000000", "127.0.0.1:18081")]
+    audit = [Decision(t, d.action, d.bundle, d.source) for d in leader]
+    cmp = compare(leader, audit)
+    assert len(cmp.matched) == 3 and not cmp.leader_only and not cmp.audit_only
+    late = [Decision(t + 60_000, d.action, d.bundle, d.source) for d in leader]
+    assert compare(leader, late).matched == []

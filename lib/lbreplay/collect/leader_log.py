@@ -205,16 +205,28 @@ class Comparison:
                 f"{len(self.leader_only)} the audit missed, {len(self.audit_only)} the leader never made")
 
 
+SAME_RUN_MS = 30_000  # a leader's run logs its decisions seconds after the audit's tick (split calls, lag)
+
+
+def _same_run(audit: Decision, leader: Decision) -> bool:
+    """The same run: the leader's line within 30 s of the audit's tick, whichever minute each falls in (a split
+    check whose split calls take seconds logs its later splits seconds after the report's tick, maybe in the next
+    minute; an extensible owner's SplitScheduler runs seconds off the leader's minute; runs are a minute apart)."""
+    return abs(audit.at_ms - leader.at_ms) < SAME_RUN_MS
+
+
 def compare(leader: list[Decision], audit: list[Decision], actions: tuple[str, ...] = ("UNLOAD", "SPLIT"),
             near_ticks: int = 2) -> Comparison:
-    """Match per tick on (action, bundle, source); a SPLIT whose source the log does not name matches on bundle."""
+    """Match per tick (:func:`_same_run`) on (action, bundle, source); a SPLIT whose source the log does not name
+    matches on bundle."""
     lead = [d for d in leader if d.action in actions]
     aud = [d for d in audit if d.action in actions]
     left = list(aud)
     matched, leader_only = [], []
     for d in lead:
-        hit = next((a for a in left if a.tick_ms == d.tick_ms and a.action == d.action and a.bundle == d.bundle
-                    and (d.source is None or a.source == d.source)), None)
+        same = [a for a in left if a.action == d.action and a.bundle == d.bundle
+                and (d.source is None or a.source == d.source) and _same_run(a, d)]
+        hit = min(same, key=lambda a: abs(a.at_ms - d.at_ms)) if same else None
         if hit is None:
             leader_only.append(d)
         else:
