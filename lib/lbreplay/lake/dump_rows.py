@@ -284,7 +284,7 @@ def parse_file(path: Path, root: Path, cluster: str, out: DumpRows) -> None:
     )
 
 
-def leader_elections(root: Path, cluster: str, out: DumpRows) -> None:
+def leader_elections(root: Path, cluster: str, out: DumpRows, runs_ms: list[int] | None = None) -> None:
     """The leader's elections in ``collect``'s record under ``root`` -> leader_election rows: each version of
     ``/loadbalance/leader`` or ``/loadbalance/extension/leader`` (an ephemeral znode created by the elected broker,
     ``LeaderElectionImpl``) is one election at its ``ctime``, its ``brokerId`` the leader. Lines that are not JSON
@@ -294,7 +294,8 @@ def leader_elections(root: Path, cluster: str, out: DumpRows) -> None:
     The extensible leader starts its ``UnloadScheduler`` in ``playLeader``, which waits until the broker is ready
     for requests (``runWhenReadyForIncomingRequests``): a broker elected while it starts begins its timer seconds
     after the election. With the leader's log in the dump (``leader-decisions.log``), the timer's start is the
-    earliest phase of its logged runs after the election, less the whole minutes back to it (:func:`timer_start`)."""
+    earliest phase of its logged runs after the election, less the whole minutes back to it (:func:`timer_start`;
+    ``runs_ms``: those runs, :func:`logged_runs`, read from the dump when not given)."""
     path = root / METADATA_VERSIONS
     if not path.is_file():
         return
@@ -318,12 +319,12 @@ def leader_elections(root: Path, cluster: str, out: DumpRows) -> None:
         if ctime not in seen:
             seen.add(ctime)
             found.append((ctime, rec["path"], broker))
-    runs: list[int] | None = None
+    runs = runs_ms
     extension = sorted(c for c, p, _ in found if p == EXTENSION_LEADER_PATH)
     for ctime, where_path, broker in found:
         start = ctime
         if where_path == EXTENSION_LEADER_PATH:
-            runs = _logged_runs(root) if runs is None else runs
+            runs = logged_runs(root) if runs is None else runs
             later = [c for c in extension if c > ctime]
             start = timer_start(ctime, runs, later[0] if later else None)
         out.rows[LEADER_ELECTION.name].append({"cluster": cluster, "ts": tick_of(start), "broker": broker})
@@ -344,13 +345,12 @@ def load_data_tombstones(root: Path, cluster: str, out: DumpRows) -> None:
         out.rows[BROKER_LOAD_DATA_EXT.name].append({"cluster": cluster, "ts": tick_of(int(f.stem)), "broker": broker})
 
 
-def shedding_run_rows(root: Path, cluster: str, out: DumpRows) -> None:
-    """The leader's shedding runs in the dump's ``leader-decisions.log`` (``collect.leader_log.shedding_runs``) ->
-    shedding_run rows; none without the log."""
-    out.rows[SHEDDING_RUN.name].extend({"cluster": cluster, "ts": tick_of(t)} for t in _logged_runs(root))
+def shedding_run_rows(runs_ms: list[int], cluster: str, out: DumpRows) -> None:
+    """The leader's shedding runs in the dump's ``leader-decisions.log`` (:func:`logged_runs`) -> shedding_run rows."""
+    out.rows[SHEDDING_RUN.name].extend({"cluster": cluster, "ts": tick_of(t)} for t in runs_ms)
 
 
-def _logged_runs(root: Path) -> list[int]:
+def logged_runs(root: Path) -> list[int]:
     """When the leader's shedding task ran, from the dump's leader log (empty without one)."""
     log = root / LEADER_LOG
     return shedding_runs(log.read_text(encoding="utf-8", errors="replace").splitlines()) if log.is_file() else []

@@ -80,6 +80,7 @@ from lbreplay.lake.dump_rows import (
     DumpRows,
     leader_elections,
     load_data_tombstones,
+    logged_runs,
     parse_file,
     shedding_run_rows,
 )
@@ -121,8 +122,9 @@ def read_dumps(source: str | Path, cluster: str) -> DumpRows:
         raise InvalidInputError(
             f"{source}: mixes the modular load manager's reports ({first[MODULAR_FAMILY]}) and the extensible one's "
             f"({first[EXTENSIBLE_FAMILY]}); a cluster runs one load manager: ingest each tree as its own --cluster")
-    leader_elections(root, cluster, out)
-    shedding_run_rows(root, cluster, out)
+    runs = logged_runs(root)  # the leader's log, read once: its runs time the timer and the audit's ticks
+    leader_elections(root, cluster, out, runs)
+    shedding_run_rows(runs, cluster, out)
     load_data_tombstones(root, cluster, out)
     return out
 

@@ -136,13 +136,16 @@ class ModularLeader:
         if k < 0:
             return set()
         b = ld.bundles
-        brokers, rows = ld.owned_pairs()
-        elsewhere = np.zeros(len(b), dtype=bool)
+        brokers, rows = ld.owned_pairs()  # every held report's bundles
+        listed, elsewhere = np.zeros(len(b), dtype=bool), np.zeros(len(b), dtype=bool)
+        listed[rows[brokers == k]] = True
         elsewhere[rows[brokers != k]] = True
-        mine = ld.owned_mask(k) | ((b.preallocated_to == k) & ~elsewhere)
+        mine = listed | ((b.preallocated_to == k) & ~elsewhere)
         owned = {b.names[r] for r in np.flatnonzero(mine).tolist()}
-        owned.update(n for n, holders in ld.preallocated_also.items()
-                     if view.leader_broker in holders and not elsewhere[b.index(n)])
+        for bundle, holders in ld.preallocated_also.items():
+            r = b.index(bundle)
+            if view.leader_broker in holders and r >= 0 and not elsewhere[r]:
+                owned.add(bundle)
         return owned
 
     @staticmethod
@@ -398,6 +401,8 @@ class ModularLeader:
         return [b.names[r] for r in rows], data, [old.brokers.ids[b.preallocated_to[r]] for r in rows], also
 
 
+# Bundles columns: what a report lists (lastStats), and the leader's BundleData
+_REPORTED = ("stats", "topics", "consumer_count", "producer_count", "cache_size")
 _BUNDLE_DATA = ("has_bundle_data", "short", "short_samples", "short_max", "long", "long_samples", "long_max",
                 "bundle_topics")
 
@@ -460,8 +465,7 @@ def _bundles_like(prev: Bundles | None, rep_prev: np.ndarray | None, layout: Lay
             return out
         rows_new = np.array([p[0] for p in pairs])
         rows_old = np.array([p[1] for p in pairs])
-    for f in ("stats", "topics", "consumer_count", "producer_count", "cache_size", "has_bundle_data", "short",
-              "short_samples", "short_max", "long", "long_samples", "long_max", "bundle_topics"):
+    for f in _REPORTED + _BUNDLE_DATA:
         getattr(out, f)[rows_new] = getattr(prev, f)[rows_old]
     if rep_prev is not None:
         out.owner[rows_new] = rep_prev[rows_old]

@@ -139,9 +139,10 @@ def with_leader_timer(ticks: Iterator[ObservedTick], elections_ms: list[int], le
     says its timer minute (0: a report tick) and, with ``leader_brokers`` (the broker each election elected), the
     leader then; the ticks are numbered anew in order."""
     elected = sorted(zip(elections_ms, leader_brokers)) if leader_brokers else []
+    elected_ms = [t for t, _ in elected]
 
     def leader_at(ts_ms: int) -> str | None:
-        i = bisect.bisect_right(elected, (ts_ms, "\uffff"))
+        i = bisect.bisect_right(elected_ms, ts_ms)
         return elected[i - 1][1] if i else None
 
     timer: Iterator[tuple[int, int, int | None]] | None = None
