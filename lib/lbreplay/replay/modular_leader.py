@@ -78,6 +78,8 @@ class ModularLeader:
         self._active: frozenset[str] | None = None  # the brokers of the last cleanupDeadBrokersData
         self._split_done: set[str] = set()  # audit of report versions: bundles split (a retry is refused: it is gone)
         self.store: BundleDataStore | None = None  # the recorded BundleData (getBundleDataOrDefaultAsync), if any
+        # audit of report versions: each broker's TimeAverageBrokerData as of the last updateBundleData (its reset)
+        self._time_average: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     # ---------------------------------------------------------------- the cycle
     def tick(self, view: LoadView, ownership: Ownership) -> list[Decision]:
@@ -104,8 +106,12 @@ class ModularLeader:
         if self.store is not None:
             self.store.start_tick(view.ts_ms)
             stored = functools.partial(self.store.seed, now_ms=view.ts_ms)
+        if samples:
+            ld.tabd = None  # updateBundleData resets every broker's TimeAverageBrokerData from its samples
         for _ in range(samples):
             update_bundle_data(ld, stored)
+        if samples and view.listings is not None:
+            self._keep_time_average(ld)
         if samples:
             if self.profile.drop_unreported_bundle_data:
                 ld.bundles.has_bundle_data &= ld.bundles.owner >= 0
@@ -234,6 +240,9 @@ class ModularLeader:
         looked_up: list[str] = []  # an audit's unloaded split children, looked up at once
         owner_of = dict(zip(layout.names, layout.owner.tolist()))
         for d in found:
+            # "Make sure the same bundle is not selected again": the parent's BundleData goes before the split call,
+            # also when the call fails or repeats (a held report still lists it: the next updateAll samples it anew)
+            ld.bundles.has_bundle_data[d.bundle_row] = False
             if not d.ok or d.bundle not in owner_of or d.bundle in self._split_done:
                 continue
             if view.listings is not None:  # a recorded cluster split it: NamespaceService refuses a second split
@@ -381,7 +390,19 @@ class ModularLeader:
                 producer_count=np.zeros(len(sr), dtype=np.int64), cache_size=np.zeros(len(sr), dtype=np.int64))
         if outside is not None:
             _restore_preallocated(ld, *outside)
+        if self._time_average:
+            zero = (np.zeros(4), np.zeros(4))  # a broker not yet sampled: a new TimeAverageBrokerData
+            held = [self._time_average.get(b, zero) for b in ld.brokers.ids]
+            ld.tabd = (np.array([s for s, _ in held]).reshape(-1, 4), np.array([lt for _, lt in held]).reshape(-1, 4))
         return ld
+
+    def _keep_time_average(self, ld: LoadData) -> None:
+        """Keep each broker's ``TimeAverageBrokerData`` as ``updateBundleData`` just reset it: placement reads it
+        (``LeastLongTermMessageRate.getScore``) until the next ``updateAll``, whatever BundleData goes in between
+        (a split check drops the parents' BundleData right after it)."""
+        short, long = ld.broker_time_average()
+        ld.tabd = (short, long)
+        self._time_average = {b: (short[k], long[k]) for k, b in enumerate(ld.brokers.ids)}
 
     def _preallocated_outside(self, layout: Layout) -> tuple[list[str], dict[str, np.ndarray], list[str],
                                                              dict[str, list[str]]] | None:
