@@ -69,6 +69,7 @@ class Replay:
         self.last_limit = np.zeros((nb, 5))
         self.seq = 0
         self.seen_last_update = np.full(nb, -1, dtype=np.int64)
+        self._load_of: tuple[ObservedTick, PointLoad | IntervalLoad] | None = None  # the last tick's load source
 
     @property
     def layout(self) -> Layout:
@@ -158,14 +159,17 @@ class Replay:
 
     def bundle_values(self, obs: ObservedTick, layout: Layout) -> np.ndarray:
         """The (n, 6) loads of ``layout``'s bundles at ``obs`` (topic points or observed bundles by range overlap)."""
-        if obs.topic_values is not None and obs.topic_positions is not None:
-            src: PointLoad | IntervalLoad = PointLoad(obs.topic_positions, obs.topic_values)
+        if self._load_of is not None and self._load_of[0] is obs:  # this tick's again (a layout the tick changed)
+            src: PointLoad | IntervalLoad = self._load_of[1]
+        elif obs.topic_values is not None and obs.topic_positions is not None:
+            src = PointLoad(obs.topic_positions, obs.topic_values)
         else:
             parsed = [bundle_bounds(n) for n in obs.bundle_names]
             ns_index = {ns: i for i, ns in enumerate(self.static.namespaces)}
             ns_idx = np.array([ns_index[p[0]] for p in parsed], dtype=np.int64)
             s, e = bundle_span(ns_idx, np.array([p[1] for p in parsed]), np.array([p[2] for p in parsed]))
             src = IntervalLoad(s, e, obs.bundle_values)
+        self._load_of = (obs, src)
         vals = src.range_sum(layout.start, layout.end)
         if obs.topic_values is None:
             vals[:, SESSIONS:] = np.round(vals[:, SESSIONS:])

@@ -299,7 +299,9 @@ class ModularLeader:
             pre_prev = self._universe_rows(self.ld, prev.preallocated_to)
         b = _bundles_like(prev, rep_prev, layout)
         pre = np.full(len(layout), -1, dtype=np.int32)
-        if prev is not None and pre_prev is not None:
+        if prev is not None and pre_prev is not None and prev.names == layout.names:
+            pre[:] = pre_prev
+        elif prev is not None and pre_prev is not None:
             pos = {n: i for i, n in enumerate(prev.names)}
             for i, n in enumerate(layout.names):
                 j = pos.get(n)
@@ -452,10 +454,12 @@ def _namespace_boundaries(layout: Layout) -> dict[str, np.ndarray]:
     bounds, sorted. A tiling layout gives its lower bounds then the top; an audit's layout lists only the bundles
     in some report, so a bundle no report lists leaves a gap whose bounds are still boundaries, and a split parent
     still listed by its old owner beside its children is no longer a bundle between two boundaries."""
-    bounds: dict[str, set[int]] = {}
-    for ns, lo, hi in zip(layout.namespace, layout.lower, layout.upper):
-        bounds.setdefault(ns, set()).update((int(lo), int(hi)))
-    return {ns: np.array(sorted(b), dtype=np.int64) for ns, b in bounds.items()}
+    out: dict[str, np.ndarray] = {}
+    ns_idx = layout.ns_idx
+    for k in np.unique(ns_idx).tolist():
+        rows = np.flatnonzero(ns_idx == k)
+        out[layout.namespace[int(rows[0])]] = np.unique(np.concatenate([layout.lower[rows], layout.upper[rows]]))
+    return out
 
 
 def _bundles_like(prev: Bundles | None, rep_prev: np.ndarray | None, layout: Layout) -> Bundles:

@@ -16,9 +16,18 @@ from lbreplay.replay.ring_load import bundle_span
 class Layout:
     """The replay's current bundles (sorted by name) with their owners (broker universe rows)."""
 
+    # the last names parsed and what they gave: most ticks observe the same bundles as the tick before
+    _last: tuple[list[str], list[str], tuple] | None = None
+
     def __init__(self, names: list[str], owner: np.ndarray, namespaces: list[str]):
-        order = sorted(range(len(names)), key=names.__getitem__)
-        self.names = [names[i] for i in order]
+        last = Layout._last
+        if last is not None and last[0] == names and last[1] == namespaces:
+            order, self.names, self.namespace, self.ns_idx, self.lower, self.upper, self.start, self.end = \
+                (v.copy() for v in last[2])
+            self.owner = owner[order].astype(np.int32)
+            return
+        order = np.array(sorted(range(len(names)), key=names.__getitem__), dtype=np.int64)
+        self.names = [names[i] for i in order.tolist()]
         self.owner = owner[order].astype(np.int32)
         ns_index = {ns: i for i, ns in enumerate(namespaces)}
         parsed = [bundle_bounds(n) for n in self.names]
@@ -27,6 +36,8 @@ class Layout:
         self.lower = np.array([p[1] for p in parsed], dtype=np.int64)
         self.upper = np.array([p[2] for p in parsed], dtype=np.int64)
         self.start, self.end = bundle_span(self.ns_idx, self.lower, self.upper)
+        Layout._last = (list(names), list(namespaces), (order, self.names, self.namespace, self.ns_idx, self.lower,
+                                                       self.upper, self.start, self.end))
 
     def __len__(self) -> int:
         return len(self.names)

@@ -28,20 +28,30 @@ def bundle_span(ns_index: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> t
     return global_positions(ns_index, lower), ns_index.astype(np.int64) * RING + up
 
 
+def _prefix_sums(values: np.ndarray) -> np.ndarray:
+    """(T + 1, k): a zero row, then the running sums of ``values`` down its rows."""
+    cum = np.empty((values.shape[0] + 1, values.shape[1]))
+    cum[0] = 0.0
+    np.cumsum(values, axis=0, out=cum[1:])
+    return cum
+
+
 class PointLoad:
     """Point masses (topics) sorted by global position; ``values`` is (T, k)."""
 
     def __init__(self, positions: np.ndarray, values: np.ndarray):
-        order = np.argsort(positions, kind="stable")
-        self.positions = positions[order]
-        self.order = order
-        self.cum = np.vstack([np.zeros((1, values.shape[1])), np.cumsum(values[order], axis=0)])
+        if positions.size < 2 or bool(np.all(positions[1:] >= positions[:-1])):  # the tick stream's are sorted
+            self.positions, self.order = positions, None
+        else:
+            order = np.argsort(positions, kind="stable")
+            self.positions, self.order = positions[order], order
+        self.cum = _prefix_sums(values if self.order is None else values[self.order])
 
     def with_values(self, values: np.ndarray) -> "PointLoad":
         """Same positions (topics), new per-tick values: reuses the sort."""
         new = object.__new__(PointLoad)
         new.positions, new.order = self.positions, self.order
-        new.cum = np.vstack([np.zeros((1, values.shape[1])), np.cumsum(values[self.order], axis=0)])
+        new.cum = _prefix_sums(values if self.order is None else values[self.order])
         return new
 
     def range_sum(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
