@@ -2,7 +2,8 @@
 broker.conf) and compare the audit's UNLOAD / SPLIT decisions with the leader's logged ones, per tick.
 
 usage: python scripts/pulsar/compare_leader.py --dump DIR --work DIR [--cluster NAME] [--require 0.95]
-Exit 0 when the agreement reaches --require (default 0.95) with no unexplained difference, every shedding run
+Exit 0 when the agreement reaches --require (default 0.95) with no unexplained difference (a decision only the
+audit made counts too), every shedding run
 the leader logged falls within 1 s of one of the audit's (the recorded election's timer) and every report its
 ThresholdShedder printed is the one held at that tick (or one written between the tick and the leader's late run),
 else 1.
@@ -14,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from lbreplay.collect.audit_check import check, render
+from lbreplay.collect.audit_check import check, render, verdict
 
 
 def main() -> int:
@@ -29,10 +30,10 @@ def main() -> int:
     report = check(a.dump, a.work, a.cluster, conf if conf.exists() else None)
     print(render(report))
     print(f"report: {a.work / 'report' / 'comparison.json'}")
-    runs = report.get("shedding_runs") or {}
-    timed = runs.get("leader_within_1s", 0) == runs.get("leader", 0) and not runs.get("views_unexplained")
-    ok = report.get("result") == "compared" and report["agreement"] >= a.require and timed
-    return 0 if ok else 1
+    why = verdict(report, a.require)
+    for reason in why:
+        print(f"FAILED: {reason}")
+    return 1 if why else 0
 
 
 if __name__ == "__main__":

@@ -40,10 +40,12 @@ cleanup() {  # stop every process this script started, by PID (never fails: runs
 trap cleanup EXIT
 trap 'exit 143' TERM INT HUP
 T0=$(date +%s)
-# the bookie turns read-only above 95 % disk use (diskUsageThreshold): the traffic would fail mid-recording
-used=$(df -P "$WORK" | awk 'NR == 2 { sub("%", "", $5); print $5 }')
+# the bookie turns read-only above 95 % disk use (diskUsageThreshold), counted as 1 - usable / size (DiskChecker;
+# df's Use% leaves out the reserved blocks): the traffic would fail mid-recording
+used=$(df -P -B1 "$WORK" | awk 'NR == 2 { printf "%d", 100 * (1 - $4 / $2) }')
 if [ "${used:-0}" -ge 90 ]; then
-  echo "live-test: $WORK's filesystem is ${used}% full; the bookie stops writing at 95 %: free some space" >&2
+  echo "live-test: $WORK's filesystem is ${used}% used as the bookie counts it (1 - usable / size); it stops" \
+    "writing at 95 %: free some space" >&2
   exit 2
 fi
 "$HERE/start-cluster.sh" --run-dir "$RUN" --brokers "$BROKERS" --load-manager "$LM"
@@ -79,5 +81,13 @@ done | sort -k2 > "$DUMP/leader-decisions.log"
 cp "$RUN/conf/broker.conf" "$DUMP/broker.conf"
 cat "$RUN/startup-seconds.txt" > "$WORK/startup-seconds.txt"
 cleanup; trap - EXIT
+rm -rf "$RUN/data"  # the bookie's ledgers and ZooKeeper's data (GBs per run); the dump is the recording
 echo "live-test: cluster stopped; recorded $(find "$DUMP" -name '*.json' | wc -l) files in $(( $(date +%s) - T0 )) s"
+# a bookie that turned read-only (disk) or failed stops the traffic: the brokers' loads drop while the owners'
+# published bundle loads stay, so the recording no longer shows one cluster's load balancing
+if faulty=$(grep -m1 "Not enough non-faulty bookies" "$WORK/traffic.log"); then
+  echo "live-test: the cluster stopped storing messages (${faulty:0:23}: Not enough non-faulty bookies; see" \
+    "$RUN/logs/zk-bookie.log): the recording is void" >&2
+  exit 1
+fi
 "$PY" "$HERE/compare_leader.py" --dump "$DUMP" --work "$WORK" --cluster live

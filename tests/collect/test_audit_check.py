@@ -47,3 +47,21 @@ def test_decisions_after_the_recordings_last_tick_are_not_audited() -> None:
     assert (kept, beyond) == ([split], [late_unload])
     assert after_the_recording([split], None, rows, "broker_load") == ([split], [])
     assert after_the_recording([late_unload], last, {}, "broker_load") == ([late_unload], [])  # no election: no timer
+
+
+def test_verdict_counts_decisions_only_the_audit_made() -> None:
+    """A comparison passes only with the leader's decisions matched (>= the bar), every audit-only decision
+    explained and the timer checks clean: the 15-minute extensible run whose bookie turned read-only matched the
+    leader's 3 of 3 and made 9 splits the leader never made (its owners read their live stats, 0 msg/s)."""
+    from lbreplay.collect.audit_check import verdict
+
+    runs = {"leader": 15, "leader_within_1s": 15, "views_unexplained": []}
+    split = {"side": "audit-only", "decision": {"action": "SPLIT"}}
+    base = {"result": "compared", "agreement": 1.0, "shedding_runs": runs}
+    assert verdict({**base, "differences": []}, 0.95) == []
+    assert verdict({**base, "differences": [split] * 9}, 0.95) == ["9 decision(s) only the audit made, unexplained"]
+    assert verdict({**base, "differences": [{**split, "cause": "outside the audited ticks"}]}, 0.95) == []
+    assert verdict({**base, "agreement": 0.9, "differences": []}, 0.95) == ["agreement 90% < 95%"]
+    late = {**runs, "leader_within_1s": 14, "views_unexplained": [{"broker": "b"}]}
+    assert len(verdict({**base, "shedding_runs": late, "differences": []}, 0.95)) == 2
+    assert verdict({"result": "no decisions"}, 0.95) == ["not compared: no decisions"]

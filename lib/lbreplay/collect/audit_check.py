@@ -347,6 +347,26 @@ def check(dump: Path, work: Path, cluster: str, broker_conf: Path | None, spark:
     return report
 
 
+def verdict(report: dict[str, Any], require: float) -> list[str]:
+    """Why a comparison fails (empty: it passes): the agreement below ``require`` (the leader's decisions the
+    audit matched), a decision only the audit made that nothing explains (a ``cause``), a logged shedding run not
+    within 1 s of the audit's timer, a printed report the audit did not hold."""
+    if report.get("result") != "compared":
+        return [f"not compared: {report.get('result')}"]
+    why = []
+    if report["agreement"] < require:
+        why.append(f"agreement {report['agreement']:.0%} < {require:.0%}")
+    extra = [d for d in report.get("differences", []) if d["side"] == "audit-only" and not d.get("cause")]
+    if extra:
+        why.append(f"{len(extra)} decision(s) only the audit made, unexplained")
+    runs = report.get("shedding_runs") or {}
+    if runs.get("leader_within_1s", 0) != runs.get("leader", 0):
+        why.append("a logged shedding run is not within 1 s of the audit's timer")
+    if runs.get("views_unexplained"):
+        why.append(f"{len(runs['views_unexplained'])} printed report(s) not held at the audit's tick")
+    return why
+
+
 def _audited_ticks(spark: Any, lake: str, cluster: str, table: str) -> list[int]:
     """The audited report ticks (epoch ms), in order."""
     from pyspark.sql import functions as F
