@@ -22,7 +22,7 @@ WORK="$(mkdir -p "$WORK" && cd "$WORK" && pwd)"
 PY="${PYTHON:-$ROOT/.venv/bin/python}"
 LBREPLAY=("$PY" -m lbreplay.cli)
 RUN="$WORK/run"; DUMP="$WORK/dump"
-rm -rf "$DUMP" "$WORK/lake" "$WORK/report"; mkdir -p "$WORK" "$DUMP"
+rm -rf "$DUMP" "$WORK/lake" "$WORK/report" "$WORK/resources.log"; mkdir -p "$WORK" "$DUMP"
 stop_pid() {  # SIGTERM, up to $2 s to exit, then SIGKILL (the Pulsar client can sit in a send and ignore SIGTERM)
   local pid=$1
   kill -TERM "$pid" 2>/dev/null || return 0
