@@ -9,17 +9,11 @@ from pathlib import Path
 
 from lbreplay.collect.audit_check import leader_decisions
 from lbreplay.lake.ingest import read_dumps
+from tests.collect.timer_replay import decision_keys
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "samples" / "real-modular-shedding-lag"
 LATE = ("UNLOAD", "lb/hot/0x70000000_0x74000000", "127.0.0.1:18082")  # 12:39:43, after three lag-written reads
 
-
-def _keys(decisions: list, leader: bool = False) -> list[tuple]:
-    if leader:
-        return sorted((d.action, d.bundle, d.source, d.at_ms // 60_000) for d in decisions
-                      if d.action in ("SPLIT", "UNLOAD"))
-    return sorted((d.action, d.bundle, d.source_broker, d.ts_ms // 60_000) for d in decisions
-                  if d.action in ("SPLIT", "UNLOAD"))
 
 
 def test_ingest_keeps_the_leaders_logged_runs() -> None:
@@ -38,10 +32,10 @@ def test_the_audit_at_the_logged_runs_makes_the_leaders_ten_decisions() -> None:
     older reports)."""
     from tests.collect.timer_replay import replay_on_the_timer
 
-    leader = _keys(leader_decisions(SAMPLE), leader=True)
+    leader = decision_keys(leader_decisions(SAMPLE), leader=True)
     assert len(leader) == 10 and [k[0] for k in leader].count("UNLOAD") == 4
     _, decisions = replay_on_the_timer(SAMPLE, ["lb/hot"])
-    assert _keys(decisions) == leader
+    assert decision_keys(decisions) == leader
     _, at_minutes = replay_on_the_timer(SAMPLE, ["lb/hot"], logged_runs=False)
-    missed = [k for k in leader if k not in _keys(at_minutes)]
+    missed = [k for k in leader if k not in decision_keys(at_minutes)]
     assert [k[:3] for k in missed] == [LATE]

@@ -10,18 +10,12 @@ from pathlib import Path
 import pytest
 
 from lbreplay.collect.audit_check import leader_decisions
+from tests.collect.timer_replay import decision_keys
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "samples" / "real-modular-time-average"
 FIRST_RUN = [("UNLOAD", "lb/hot/0x30000000_0x40000000", "127.0.0.1:18081", "127.0.0.1:18083"),
              ("UNLOAD", "lb/hot/0x40000000_0x50000000", "127.0.0.1:18081", "127.0.0.1:18083")]
 
-
-def _keys(decisions: list, leader: bool = False) -> list[tuple]:
-    if leader:
-        return sorted((d.action, d.bundle, d.source, d.at_ms // 60_000) for d in decisions
-                      if d.action in ("SPLIT", "UNLOAD"))
-    return sorted((d.action, d.bundle, d.source_broker, d.ts_ms // 60_000) for d in decisions
-                  if d.action in ("SPLIT", "UNLOAD"))
 
 
 def test_the_audit_makes_the_leaders_eleven_decisions() -> None:
@@ -29,10 +23,10 @@ def test_the_audit_makes_the_leaders_eleven_decisions() -> None:
     sent them (18083: 18081's time average still summed its split parents' fresh samples)."""
     from tests.collect.timer_replay import replay_on_the_timer
 
-    leader = _keys(leader_decisions(SAMPLE), leader=True)
+    leader = decision_keys(leader_decisions(SAMPLE), leader=True)
     assert len(leader) == 11 and [k[0] for k in leader].count("UNLOAD") == 5
     _, decisions = replay_on_the_timer(SAMPLE, ["lb/hot"])
-    assert _keys(decisions) == leader
+    assert decision_keys(decisions) == leader
     unloads = [(d.action, d.bundle, d.source_broker, d.target_broker) for d in decisions if d.action == "UNLOAD"]
     assert unloads[:2] == FIRST_RUN  # in decision order: the first run's
 

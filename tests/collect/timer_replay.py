@@ -36,3 +36,13 @@ def replay_on_the_timer(sample: Path, namespaces: list[str], with_leader: bool =
     ticks = list(with_leader_timer(held_reports(iter(_version_ticks(brokers, ids)), len(ids), hold),
                                    [t for t, _ in elected], [b for _, b in elected] if with_leader else None, runs))
     return ticks, [d for obs in ticks for d in replay.step(obs).decisions]
+
+
+def decision_keys(decisions: list, leader: bool = False) -> list[tuple]:
+    """(action, bundle, source, minute) of the SPLIT and UNLOAD decisions, sorted: the leader's (``leader``) or the
+    engine's."""
+    if leader:
+        return sorted((d.action, d.bundle, d.source, d.at_ms // 60_000) for d in decisions
+                      if d.action in ("SPLIT", "UNLOAD"))
+    return sorted((d.action, d.bundle, d.source_broker, d.ts_ms // 60_000) for d in decisions
+                  if d.action in ("SPLIT", "UNLOAD"))
