@@ -15,7 +15,6 @@ SAMPLE = Path(__file__).resolve().parents[2] / "data" / "samples" / "real-modula
 LATE = ("UNLOAD", "lb/hot/0x70000000_0x74000000", "127.0.0.1:18082")  # 12:39:43, after three lag-written reads
 
 
-
 def test_ingest_keeps_the_leaders_logged_runs() -> None:
     """Eight runs in the leader's log, each 66-461 ms after its timer minute (the election's znode ctime plus whole
     minutes), the lag growing with the runs' unloads."""

@@ -17,7 +17,6 @@ FIRST_RUN = [("UNLOAD", "lb/hot/0x30000000_0x40000000", "127.0.0.1:18081", "127.
              ("UNLOAD", "lb/hot/0x40000000_0x50000000", "127.0.0.1:18081", "127.0.0.1:18083")]
 
 
-
 def test_the_audit_makes_the_leaders_eleven_decisions() -> None:
     """6 splits and 5 unloads (same bundle, source and minute); the first run's two unloads go where the leader
     sent them (18083: 18081's time average still summed its split parents' fresh samples)."""

@@ -110,9 +110,9 @@ class ModularLeader:
             ld.tabd = None  # updateBundleData resets every broker's TimeAverageBrokerData from its samples
         for _ in range(samples):
             update_bundle_data(ld, stored)
-        if samples and view.listings is not None:
-            self._keep_time_average(ld)
         if samples:
+            if view.listings is not None:
+                self._keep_time_average(ld)
             if self.profile.drop_unreported_bundle_data:
                 ld.bundles.has_bundle_data &= ld.bundles.owner >= 0
             clear_preallocations(ld, self._leader_owned(ld, view))
@@ -297,16 +297,7 @@ class ModularLeader:
         if self.ld is not None and prev is not None:
             rep_prev = self._universe_rows(self.ld, prev.owner)
             pre_prev = self._universe_rows(self.ld, prev.preallocated_to)
-        b = _bundles_like(prev, rep_prev, layout)
-        pre = np.full(len(layout), -1, dtype=np.int32)
-        if prev is not None and pre_prev is not None and prev.names == layout.names:
-            pre[:] = pre_prev
-        elif prev is not None and pre_prev is not None:
-            pos = {n: i for i, n in enumerate(prev.names)}
-            for i, n in enumerate(layout.names):
-                j = pos.get(n)
-                if j is not None:
-                    pre[i] = pre_prev[j]
+        b, pre = _bundles_like(prev, rep_prev, layout, pre_prev)
         return b, b.owner.copy(), pre
 
     def _assemble(self, b: Bundles, rep: np.ndarray, pre: np.ndarray, alive: np.ndarray, now_ms: int) -> LoadData:
@@ -462,12 +453,15 @@ def _namespace_boundaries(layout: Layout) -> dict[str, np.ndarray]:
     return out
 
 
-def _bundles_like(prev: Bundles | None, rep_prev: np.ndarray | None, layout: Layout) -> Bundles:
+def _bundles_like(prev: Bundles | None, rep_prev: np.ndarray | None, layout: Layout,
+                  pre_prev: np.ndarray | None = None) -> tuple[Bundles, np.ndarray]:
     """Bundles rows for ``layout``; rows whose name existed in ``prev`` keep their BundleData and reported state.
+    Also ``pre_prev`` (per ``prev`` row) carried to the same rows (-1 elsewhere).
 
     ``owner`` here carries *universe* rows of the previous reported owner (remapped by the caller).
     """
     n = len(layout)
+    pre = np.full(n, -1, dtype=np.int32)
     out = Bundles(
         names=layout.names, namespaces=layout.namespace, lower=layout.lower, upper=layout.upper,
         owner=np.full(n, -1, dtype=np.int32), stats=np.zeros((n, 4)), topics=np.zeros(n, dtype=np.int64),
@@ -479,7 +473,7 @@ def _bundles_like(prev: Bundles | None, rep_prev: np.ndarray | None, layout: Lay
         bundle_topics=np.zeros(n, dtype=np.int64), preallocated_to=np.full(n, -1, dtype=np.int32),
     )
     if prev is None:
-        return out
+        return out, pre
     if prev.names == layout.names:
         rows_new = np.arange(n)
         rows_old = np.arange(n)
@@ -487,11 +481,13 @@ def _bundles_like(prev: Bundles | None, rep_prev: np.ndarray | None, layout: Lay
         pos = {name: i for i, name in enumerate(prev.names)}
         pairs = [(i, pos[name]) for i, name in enumerate(layout.names) if name in pos]
         if not pairs:
-            return out
+            return out, pre
         rows_new = np.array([p[0] for p in pairs])
         rows_old = np.array([p[1] for p in pairs])
     for f in _REPORTED + _BUNDLE_DATA:
         getattr(out, f)[rows_new] = getattr(prev, f)[rows_old]
     if rep_prev is not None:
         out.owner[rows_new] = rep_prev[rows_old]
-    return out
+    if pre_prev is not None:
+        pre[rows_new] = pre_prev[rows_old]
+    return out, pre
