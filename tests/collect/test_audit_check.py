@@ -55,13 +55,34 @@ def test_verdict_counts_decisions_only_the_audit_made() -> None:
     leader's 3 of 3 and made 9 splits the leader never made (its owners read their live stats, 0 msg/s)."""
     from lbreplay.collect.audit_check import verdict
 
-    runs = {"leader": 15, "leader_within_1s": 15, "views_unexplained": []}
+    runs = {"leader": 15, "leader_on_timer": 15, "views_unexplained": []}
     split = {"side": "audit-only", "decision": {"action": "SPLIT"}}
     base = {"result": "compared", "agreement": 1.0, "shedding_runs": runs}
     assert verdict({**base, "differences": []}, 0.95) == []
     assert verdict({**base, "differences": [split] * 9}, 0.95) == ["9 decision(s) only the audit made, unexplained"]
     assert verdict({**base, "differences": [{**split, "cause": "outside the audited ticks"}]}, 0.95) == []
     assert verdict({**base, "agreement": 0.9, "differences": []}, 0.95) == ["agreement 90% < 95%"]
-    late = {**runs, "leader_within_1s": 14, "views_unexplained": [{"broker": "b"}]}
+    late = {**runs, "leader_on_timer": 14, "views_unexplained": [{"broker": "b"}]}
     assert len(verdict({**base, "shedding_runs": late, "differences": []}, 0.95)) == 2
     assert verdict({"result": "no decisions"}, 0.95) == ["not compared: no decisions"]
+
+
+def test_run_lags_follow_the_fixed_delay() -> None:
+    """``LoadSheddingTask.run`` re-schedules itself after each run, so its lag behind the timer grows by each run's
+    duration: the CI run of 2026-11-27 (election 18:19:20.481, 8 runs) reached 710 ms at 18:31 and 1,011 ms at
+    18:35, each step well under a second; all on the timer. A run 1.5 s later than the one before, or half a
+    minute off, is not."""
+    from lbreplay.collect.audit_check import run_lags
+
+    elected = 1_000_000
+    audit = [elected + k * 60_000 for k in range(1, 9)]
+    lags = [40, 170, 300, 420, 560, 710, 860, 1_011]
+    got = run_lags(audit, [elected], [a + lag for a, lag in zip(audit, lags, strict=True)])
+    assert [r["lag"] for r in got] == lags
+    assert [r["step"] for r in got] == [40, 130, 130, 120, 140, 150, 150, 151]
+    jumped = run_lags(audit[:3], [elected], [audit[0] + 40, audit[1] + 1_600, audit[2] + 31_000])
+    assert [(r["lag"], r["step"]) for r in jumped] == [(40, 40), (1_600, 1_560), (None, None)]
+    # a second election starts its own lag
+    again = elected + 500_000 + 7
+    got = run_lags([*audit[:2], again + 60_000], [elected, again], [audit[1] + 900, again + 60_000 + 30])
+    assert [(r["lag"], r["step"]) for r in got] == [(900, 900), (30, 30)]

@@ -51,7 +51,7 @@ def test_every_unload_scheduler_run_is_on_the_timer_and_holds_the_printed_loads(
     statistics (the held BrokerLoadData's weightedMaxEMA: sum, sqSum, avg, std and the brokers sorted by it), the
     versions held at the timer tick give the same figures and order."""
     got = shedding_timer_check(SAMPLE, read_dumps(SAMPLE, "ext").rows, SAMPLE / "broker.conf")
-    assert (got["elections"], got["leader"], got["audit"], got["leader_within_1s"]) == (1, 12, 12, 12)
+    assert (got["elections"], got["leader"], got["audit"], got["leader_on_timer"]) == (1, 12, 12, 12)
     assert (got["views"], got["views_equal"], got["views_unexplained"]) == (7, 7, [])
 
 

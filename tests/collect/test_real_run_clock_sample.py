@@ -31,5 +31,5 @@ def test_the_engine_on_the_timer_makes_the_leaders_ten_decisions() -> None:
 
 def test_every_shedding_run_is_on_the_timer_and_holds_the_printed_reports() -> None:
     got = shedding_timer_check(SAMPLE, read_dumps(SAMPLE, "clock").rows, SAMPLE / "broker.conf")
-    assert (got["elections"], got["leader"], got["audit"], got["leader_within_1s"]) == (1, 9, 9, 9)
+    assert (got["elections"], got["leader"], got["audit"], got["leader_on_timer"]) == (1, 9, 9, 9)
     assert (got["views"], got["views_equal"], got["views_unexplained"]) == (21, 21, [])

@@ -50,5 +50,5 @@ def test_without_the_leaders_id_the_children_are_not_placed_and_the_unload_is_mi
 
 def test_every_shedding_run_is_on_the_timer() -> None:
     got = shedding_timer_check(SAMPLE, read_dumps(SAMPLE, "children").rows, SAMPLE / "broker.conf")
-    assert (got["elections"], got["leader"], got["audit"], got["leader_within_1s"]) == (1, 7, 7, 7)
+    assert (got["elections"], got["leader"], got["audit"], got["leader_on_timer"]) == (1, 7, 7, 7)
     assert got["views_unexplained"] == []
