@@ -211,3 +211,31 @@ def test_a_bundle_unloaded_at_one_timer_run_may_go_again_at_the_next() -> None:
     names = stream[0].bundle_names
     assert first == names[:2]  # the biggest, then the next: two steps
     assert names[0] in second and names[1] not in second
+
+
+def test_bundle_part_ticks_reuse_the_order_only_for_the_same_rows(tmp_path: Path) -> None:
+    """The bundle part's ticks come ordered by name with their owners and loads; a tick listing the same bundles
+    in the same rows as the one before reuses its names and order, the same bundles in other rows or other
+    bundles are sorted anew (each tick checked against its own rows sorted by name)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from lbreplay.replay.stream_manifest import BUNDLE_COLUMNS
+    from lbreplay.replay.tick_stream import _bundle_part_ticks
+
+    ticks = {1000: ["ns/0x2", "ns/0x1", "ns/0x3"], 2000: ["ns/0x2", "ns/0x1", "ns/0x3"],
+             3000: ["ns/0x1", "ns/0x3", "ns/0x2"], 4000: ["ns/0x3", "ns/0x1"]}
+    rows = [(ts, name, k, float(ts + k)) for ts, names in ticks.items() for k, name in enumerate(names)]
+    part = tmp_path / "bundles"
+    part.mkdir()
+    table = {"ts_ms": pa.array([r[0] for r in rows], pa.int64()), "bundle": [r[1] for r in rows],
+             "owner_index": pa.array([r[2] for r in rows], pa.int32())}
+    table.update({c: pa.array([r[3] * (i + 1) for r in rows], pa.float64()) for i, c in enumerate(BUNDLE_COLUMNS)})
+    pq.write_table(pa.table(table), part / "part-0.parquet")
+    got = list(_bundle_part_ticks(str(part)))
+    assert [g[0] for g in got] == list(ticks)
+    for (ts, names, owners, vals), listed in zip(got, ticks.values(), strict=True):
+        want = sorted(range(len(listed)), key=listed.__getitem__)
+        assert names == sorted(listed)
+        assert owners.tolist() == want
+        assert vals[:, 0].tolist() == [float(ts + k) for k in want]

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lbreplay.replay.topic_files import file_spans, topic_ticks
+from lbreplay.replay.topic_files import file_spans, prefetched, topic_ticks
 
 NAMESPACES = ["acme/a", "acme/b"]
 T0 = dt.datetime(2024, 1, 1)
@@ -168,3 +168,43 @@ def test_an_open_file_holds_a_buffer_not_its_row_group(tmp_path: Path) -> None:
     buffered = allocated_after_first_batch(open_parquet(str(path)))
     assert whole > size // 2  # the premise: Arrow's default holds the chunks whole
     assert buffered < size // 6
+
+
+def test_prefetched_ticks_are_the_same_ticks_in_order(tmp_path: Path) -> None:
+    """The tick stream reads the topic files a few ticks ahead on a thread of its own (``prefetched``): the same
+    ticks, arrays and order as reading them in line."""
+    a, b = _rows(range(0, 40), TOPICS, 5), _rows(range(20, 60), TOPICS[1:], 6)
+    paths = [_write(tmp_path / "a.parquet", a), _write(tmp_path / "b.parquet", b)]
+    _assert_same(list(prefetched(topic_ticks(paths, NAMESPACES), depth=2)), _reference(a + b))
+
+
+def test_prefetched_raises_the_producers_error_in_place_and_stops_when_closed() -> None:
+    """An error while reading ahead reaches the consumer after the items before it, as a plain read would raise
+    it; a consumer that stops early (an audit slice's end) stops the reader thread."""
+    import threading
+
+    def failing() -> Any:
+        yield 1
+        yield 2
+        raise ValueError("torn file")
+
+    got = []
+    with pytest.raises(ValueError, match="torn file"):
+        for x in prefetched(failing(), depth=1):
+            got.append(x)
+    assert got == [1, 2]
+
+    produced = []
+
+    def endless() -> Any:
+        n = 0
+        while True:
+            produced.append(n)
+            yield n
+            n += 1
+
+    it = prefetched(endless(), depth=3)
+    assert [next(it) for _ in range(5)] == [0, 1, 2, 3, 4]
+    it.close()
+    assert not any(t.name == "topic-prefetch" and t.is_alive() for t in threading.enumerate())
+    assert len(produced) <= 5 + 3 + 1  # at most the depth (and the item in hand) read ahead, then stopped

@@ -28,7 +28,7 @@ from lbreplay.replay.stream_manifest import (
     TOPIC_COLUMNS,
     StreamManifest,
 )
-from lbreplay.replay.topic_files import open_parquet, ring_order, tick_runs, topic_ticks
+from lbreplay.replay.topic_files import open_parquet, prefetched, ring_order, tick_runs, topic_ticks
 
 BATCH_TICKS = 8
 FLAT_BATCH_ROWS = 1 << 16
@@ -53,8 +53,8 @@ def _broker_rows(path: str) -> Iterator[BrokerRow]:
 
 
 def _flat_ticks(path: str, columns: tuple[str, ...]) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(ts_ms, the tick's ``columns`` as arrays, string columns as lists) per tick of a flat part, in ``ts_ms``
-    order. Each file is sorted by ``ts_ms`` and read a batch of rows at a time; the files are merged by ``ts_ms``
+    """(ts_ms, the tick's ``columns`` as arrays, string columns as Arrow arrays) per tick of a flat part, in
+    ``ts_ms`` order. Each file is sorted by ``ts_ms`` and read a batch of rows at a time; the files are merged by ``ts_ms``
     and a tick's rows found in several files are concatenated in file order (bounded memory: one batch per file
     and one tick)."""
     def chunks(f: str) -> Iterator[tuple[int, Any]]:
@@ -68,7 +68,7 @@ def _flat_ticks(path: str, columns: tuple[str, ...]) -> Iterator[tuple[int, dict
         for k, name in enumerate(columns, start=1):
             arrays = [b.column(k) for b in batches]
             if pa.types.is_string(arrays[0].type):
-                out[name] = [v for a in arrays for v in a.to_pylist()]
+                out[name] = arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
             else:
                 out[name] = np.concatenate([a.to_numpy(zero_copy_only=False) for a in arrays])
         yield ts, out
@@ -89,15 +89,23 @@ def _topic_part_ticks(path: str) -> Iterator[tuple[int, np.ndarray, np.ndarray]]
 
 def _bundle_part_ticks(path: str, listed: bool = False) -> Iterator[tuple[int, list[str], np.ndarray, np.ndarray]]:
     """(ts_ms, names, owner indices, values (U, 6)) per tick of the bundle part, the tick's bundles ordered by name
-    (the layout's order); ``listed`` (top bundles lists): by owner, then as each list has them (``position``)."""
+    (the layout's order); ``listed`` (top bundles lists): by owner, then as each list has them (``position``). A
+    tick listing the same bundles in the same rows as the tick before reuses its names and order."""
+    last: tuple[Any, list[str], np.ndarray] | None = None
     for ts, cols in _flat_ticks(path, ("bundle", "owner_index", *BUNDLE_COLUMNS, *(("position",) if listed else ()))):
-        names = cols["bundle"]
         if listed:
-            order = np.lexsort((cols["position"], cols["owner_index"])).tolist()
+            order = np.lexsort((cols["position"], cols["owner_index"]))
+            names = cols["bundle"].to_pylist()
+            ordered = [names[i] for i in order.tolist()]
+        elif last is not None and last[0].equals(cols["bundle"]):
+            ordered, order = last[1], last[2]
         else:
-            order = sorted(range(len(names)), key=names.__getitem__)
+            names = cols["bundle"].to_pylist()
+            order = np.array(sorted(range(len(names)), key=names.__getitem__), dtype=np.int64)
+            ordered = [names[i] for i in order.tolist()]
+            last = (cols["bundle"], ordered, order)
         vals = np.column_stack([np.nan_to_num(cols[c].astype(np.float64)) for c in BUNDLE_COLUMNS])
-        yield ts, [names[i] for i in order], cols["owner_index"].astype(np.int32)[order], vals[order]
+        yield ts, ordered, cols["owner_index"].astype(np.int32)[order], vals[order]
 
 
 def _broker_values(row: BrokerRow, name: str, dtype: Any = np.float64) -> np.ndarray:
@@ -237,7 +245,7 @@ def _stream_ticks(manifest: StreamManifest) -> Iterator[ObservedTick]:
     topics: Iterator[Any] = iter(())
     if manifest.topic_files is not None:
         window_us = tuple(manifest.topic_window_us or (None, None))
-        topics = topic_ticks(manifest.topic_files, manifest.namespaces, window_us)  # type: ignore[arg-type]
+        topics = prefetched(topic_ticks(manifest.topic_files, manifest.namespaces, window_us))  # type: ignore[arg-type]
     elif manifest.topics:
         topics = _topic_part_ticks(f"{path}/topics")
     pending: dict[str, Any] = {"bundles": next(bundles, None), "topics": next(topics, None)}

@@ -18,9 +18,11 @@ mapping): ``lake.storage.plain_parquet_files``.
 from __future__ import annotations
 
 import heapq
+import queue
+import threading
 import zlib
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, TypeVar
 
 import numpy as np
 
@@ -29,6 +31,8 @@ SESSION_COLUMNS = ("consumer_count", "producer_count")
 BATCH_ROWS = 1 << 16
 READ_BUFFER_BYTES = 1 << 20  # per column of an open Parquet file (:func:`open_parquet`)
 _US = {"s": 1_000_000, "ms": 1000, "us": 1, "ns": 1}
+PREFETCH_TICKS = 4  # ticks read ahead of the tick loop (:func:`prefetched`)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -223,3 +227,45 @@ def topic_ticks(paths: list[str], namespaces: list[str],
             order, tied = ring_order(pos, vals)
             last_order = None if tied else (pos, order)
         yield ts, pos[order], vals[order]
+
+
+def prefetched(items: Iterator[T], depth: int = PREFETCH_TICKS) -> Iterator[T]:
+    """``items`` in order, produced up to ``depth`` ahead by a thread of their own: Arrow's Parquet reads and
+    NumPy's sorts release the GIL, so the topic files are read on another core while the tick loop runs. An error
+    of the producer is raised here, at its place in the order; closing this generator stops the producer."""
+    done = object()
+    buffer: queue.Queue[Any] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(entry: tuple[Any, BaseException | None]) -> bool:
+        """Hand ``entry`` over unless the consumer has gone (False)."""
+        while not stop.is_set():
+            try:
+                buffer.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put((item, None)):
+                    return
+            put((done, None))
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            put((done, exc))
+
+    thread = threading.Thread(target=produce, name="topic-prefetch", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item, exc = buffer.get()
+            if item is done:
+                if exc is not None:
+                    raise exc
+                return
+            yield item
+    finally:
+        stop.set()
+        thread.join(timeout=5)
