@@ -6,13 +6,16 @@ Prints JSON lines:
   vs the kernel-only time of the same run (same process, no Spark, iterating the prepared tick stream);
   target: end-to-end <= 3 x kernel-only + 60 s;
 * an 8-config sweep (conf/grids/threshold-sweep.yaml) vs 8 sequential single replays; target <= 0.6;
-* peak RSS of the replay task for a history and for the same history doubled; target ratio <= 1.5.
+* peak RSS of the replay task for a history and for the same history doubled; target ratio <= 1.5;
+* the audit (``--mode observed``, tick slices in parallel) of the same history end to end, its tick stream already
+  prepared by the closed loop, and its ratio to the closed loop's time (each audit tick re-reads the observed
+  ownership: a per-bundle cost that once grew with the square of the bundles).
 
 The scenario defaults to `heterogeneous` (0.5x/1x/2x brokers under capacity-blind history placement), so
 ThresholdShedder has real unloads to decide and the closed loop moves bundles; `steady` makes no decisions.
 
 Usage: python bench/replay_m.py [--lake DIR] [--size M|S] [--scenario NAME] [--skip-generate] [--skip-sweep]
-       [--skip-memory] [--skip-closed-loop]
+       [--skip-memory] [--skip-closed-loop] [--skip-audit]
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ def main() -> None:
     ap.add_argument("--skip-sweep", action="store_true")
     ap.add_argument("--skip-memory", action="store_true")
     ap.add_argument("--skip-closed-loop", action="store_true")
+    ap.add_argument("--skip-audit", action="store_true")
     args = ap.parse_args()
     from lbreplay.lake.generator import generate
     from lbreplay.lake.validation import validate
@@ -90,6 +94,15 @@ def main() -> None:
         emit(step="closed-loop", scenario=args.scenario, size=args.size, ticks=meta.ticks,
              decisions=decisions, spark_decisions=spark_decisions, end_to_end_s=round(e2e, 1),
              kernel_only_s=round(kern, 1), budget_s=round(3 * kern + 60, 1), within_budget=e2e <= 3 * kern + 60)
+        if not args.skip_audit:
+            t0 = time.time()
+            R.execute(spark, lake, cluster, [(pulsar, {**replay, "mode": "observed"})], run_ids=["bench-audit"],
+                      quiet=False)
+            audit = time.time() - t0
+            audit_decisions = spark.read.format("delta").load(f"{lake}/decisions").where(
+                "run_id = 'bench-audit'").count()
+            emit(step="audit", scenario=args.scenario, size=args.size, ticks=meta.ticks, decisions=audit_decisions,
+                 end_to_end_s=round(audit, 1), closed_loop_s=round(e2e, 1), ratio=round(audit / e2e, 3))
     if not args.skip_memory:
         peaks = {}
         for label, ticks in (("base", 360), ("doubled", 720)):

@@ -95,9 +95,9 @@ class Ownership:
                     self._close(name)
                     if own >= 0:
                         self.open_intervals[name] = (own, self.tick, self.ts_ms)
-            for name in list(self.open_intervals):
-                if name not in set(observed.names):
-                    self._close(name)
+            observed_names = set(observed.names)
+            for name in [n for n in self.open_intervals if n not in observed_names]:
+                self._close(name)
         self._layout = observed
 
     def release(self, alive: np.ndarray) -> None:
