@@ -1,5 +1,5 @@
-"""``replay.ownership``: an audit's ownership follows the observed layout tick by tick, and its intervals say
-exactly who owned each bundle at each tick (the ``ownership`` table of an audit run)."""
+"""``replay.ownership``: the replay's ownership follows the observed layout (a closed loop's first tick, every
+tick of an audit), and its intervals say exactly who owned each bundle at each tick."""
 
 from __future__ import annotations
 
