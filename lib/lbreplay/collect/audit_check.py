@@ -39,6 +39,7 @@ from lbreplay.collect.leader_view import (
     shedding_phase_ms,
     write_leader_view,
 )
+from lbreplay.kernel.leader_election import LOGGED_RUN_WITHIN_MS, runs_at, timer_minutes
 
 RUN_STEP_MS = 1_000  # a shedding run's lag behind its timer tick moves by at most this since the previous run
 
@@ -176,8 +177,6 @@ def _iso(ms: int) -> str:
 def _timer_tick(audit: list[int], t: int) -> int | None:
     """The audit's timer tick a logged run (or line) at ``t`` belongs to: the last one at or before it, less than
     30 s back (``leader_election.at_logged_runs``: a run never starts before its timer minute)."""
-    from lbreplay.kernel.leader_election import LOGGED_RUN_WITHIN_MS
-
     i = bisect.bisect_right(audit, t)
     return audit[i - 1] if i and t - audit[i - 1] < LOGGED_RUN_WITHIN_MS else None
 
@@ -208,7 +207,6 @@ def shedding_timer_check(dump: Path, rows: dict[str, list[dict[str, Any]]], brok
     from datetime import datetime, timedelta, timezone
 
     from lbreplay.kernel.config import PulsarConfig
-    from lbreplay.kernel.leader_election import runs_at, timer_minutes
     from lbreplay.replay.run_config import resolve_run_config
 
     epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -265,7 +263,7 @@ def shedding_timer_check(dump: Path, rows: dict[str, list[dict[str, Any]]], brok
             "leader_on_timer": len(lags) - len(off),
             "max_lag_ms": max((r["lag"] for r in lags if r["lag"] is not None), default=None),
             "max_step_ms": max((abs(r["step"]) for r in lags if r["step"] is not None), default=None),
-            "runs_off_timer": [{**r, "run": _iso(r["run"]), "tick": _iso(r["tick"]) if r["tick"] else None}
+            "runs_off_timer": [{**r, "run": _iso(r["run"]), "tick": _iso(r["tick"]) if r["tick"] is not None else None}
                                for r in off],
             "views": len(views) + len(loads_printed), "views_equal": equal, "views_written_during_lag": lagged,
             "views_unexplained": other}

@@ -54,9 +54,9 @@ def _broker_rows(path: str) -> Iterator[BrokerRow]:
 
 def _flat_ticks(path: str, columns: tuple[str, ...]) -> Iterator[tuple[int, dict[str, Any]]]:
     """(ts_ms, the tick's ``columns`` as arrays, string columns as Arrow arrays) per tick of a flat part, in
-    ``ts_ms`` order. Each file is sorted by ``ts_ms`` and read a batch of rows at a time; the files are merged by ``ts_ms``
-    and a tick's rows found in several files are concatenated in file order (bounded memory: one batch per file
-    and one tick)."""
+    ``ts_ms`` order. Each file is sorted by ``ts_ms`` and read a batch of rows at a time; the files are merged by
+    ``ts_ms`` and a tick's rows found in several files are concatenated in file order (bounded memory: one batch
+    per file and one tick)."""
     def chunks(f: str) -> Iterator[tuple[int, Any]]:
         for batch in open_parquet(f).iter_batches(batch_size=FLAT_BATCH_ROWS, columns=["ts_ms", *columns]):
             yield from tick_runs(batch.column(0).to_numpy(zero_copy_only=False), batch)
