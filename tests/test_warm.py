@@ -51,6 +51,23 @@ def test_a_collector_chosen_in_the_environment_is_kept(tmp_path: Path) -> None:
     assert "-XX:+UseParallelGC" in _probe(tmp_path, JAVA_TOOL_OPTIONS="-Xss4m")["options"]
 
 
+def test_quick_jit_is_c1_only_unless_the_environment_chooses_a_jit(monkeypatch) -> None:
+    """A short replay's driver JVM compiles with C1 only; a JIT chosen in the JVM's environment options wins (the
+    last -XX:TieredStopAtLevel would silently override it)."""
+    from lbreplay.spark import QUICK_JIT, driver_java_options
+
+    for var in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS"):
+        monkeypatch.delenv(var, raising=False)
+    assert QUICK_JIT == "-XX:TieredStopAtLevel=1"
+    assert QUICK_JIT in driver_java_options(quick_jit=True).split()
+    assert QUICK_JIT not in driver_java_options().split()
+    for chosen in ("-XX:TieredStopAtLevel=4", "-XX:-TieredCompilation", "-XX:+TieredCompilation"):
+        monkeypatch.setenv("JDK_JAVA_OPTIONS", chosen)
+        assert "TieredStopAtLevel" not in driver_java_options(quick_jit=True)
+    monkeypatch.setenv("JDK_JAVA_OPTIONS", "-Xss4m")
+    assert QUICK_JIT in driver_java_options(quick_jit=True).split()
+
+
 def test_another_java_gets_another_archive(tmp_path: Path) -> None:
     ours = _probe(tmp_path)["archive"]
     other = _probe(tmp_path, JAVA_HOME=str(tmp_path / "another-jdk"))["archive"]

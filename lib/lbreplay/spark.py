@@ -113,17 +113,28 @@ DRIVER_GC = "-XX:+UseParallelGC"
 _GC_CHOICE = re.compile(r"-XX:[+-]Use\w+GC\b")
 
 
-def driver_java_options(*class_sharing: str) -> str:
+# A short-lived driver JVM with little Spark work compiles with C1 only: on 2 cores the tiered JIT's C2 compiles
+# and C1's profiled code cost the M closed loop's cold process 44.8-47.1 s against 37.5-38.6 s with C1 only; on
+# long scans C2's code wins (the L closed loop 173.0 s against 195.8 s, validate M 52.4 s against 64.0 s; README,
+# "Scale and speed").
+QUICK_JIT = "-XX:TieredStopAtLevel=1"
+_JIT_CHOICE = re.compile(r"-XX:(TieredStopAtLevel=\d|[+-]TieredCompilation)\b")
+
+
+def driver_java_options(*class_sharing: str, quick_jit: bool = False) -> str:
     """``spark.driver.extraJavaOptions`` of an embedded session: Spark's start-up chatter off
     (conf/spark/log4j2.properties; ``--verbose`` keeps Spark's default logging), the throughput collector
-    (:data:`DRIVER_GC`, unless the JVM's environment options choose one), then the class-data-sharing options
-    given, with the JVM's own CDS logging off (an archive it cannot use is ignored quietly)."""
+    (:data:`DRIVER_GC`, unless the JVM's environment options choose one), with ``quick_jit`` C1 only
+    (:data:`QUICK_JIT`, unless they choose a JIT), then the class-data-sharing options given, with the JVM's own
+    CDS logging off (an archive it cannot use is ignored quietly)."""
     options = []
     if os.environ.get("LBREPLAY_VERBOSE") != "1" and LOG4J2_CONF.is_file():
         options.append(f"-Dlog4j2.configurationFile={LOG4J2_CONF.as_uri()}")
     chosen = " ".join(os.environ.get(v, "") for v in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS"))
     if not _GC_CHOICE.search(chosen):  # two collectors on one command line: the JVM refuses to start
         options.append(DRIVER_GC)
+    if quick_jit and not _JIT_CHOICE.search(chosen):
+        options.append(QUICK_JIT)
     if class_sharing:
         options += [*map(java_option, class_sharing), "-Xlog:cds*=off"]
     return " ".join(options)
@@ -200,8 +211,10 @@ def submitted_conf(key: str) -> str | None:
     return str(jconf.get(key)) if jconf.contains(key) else None
 
 
-def configure_lbreplay(builder: Any, lake: str, *, master: str | None = None, conf: dict[str, str] | None = None) -> Any:
-    """Decorate a ``SparkSession.Builder`` with Delta, the lake's catalog and lbreplay's defaults."""
+def configure_lbreplay(builder: Any, lake: str, *, master: str | None = None, conf: dict[str, str] | None = None,
+                       quick_jit: bool = False) -> Any:
+    """Decorate a ``SparkSession.Builder`` with Delta, the lake's catalog and lbreplay's defaults; ``quick_jit``:
+    an embedded driver JVM compiles with C1 only (:data:`QUICK_JIT`)."""
     from pyspark import SparkContext
 
     # spark-submit launches Python apps with a gateway already running (PythonRunner sets PYSPARK_GATEWAY_PORT).
@@ -234,7 +247,8 @@ def configure_lbreplay(builder: Any, lake: str, *, master: str | None = None, co
         settings["spark.driver.memory"] = default_driver_memory()
         settings.update(delta_jar_conf())
         archive = class_archive()  # dumped by `make warm`: the driver JVM maps its classes instead of loading them
-        options = driver_java_options(*([f"-XX:SharedArchiveFile={archive}"] if archive.is_file() else []))
+        options = driver_java_options(*([f"-XX:SharedArchiveFile={archive}"] if archive.is_file() else []),
+                                      quick_jit=quick_jit)
         if options:
             settings["spark.driver.extraJavaOptions"] = options
     else:
@@ -254,15 +268,18 @@ def get_spark(
     master: str | None = None,
     conf: dict[str, str] | None = None,
     app_name: str = "lbreplay",
+    quick_jit: bool = False,
 ) -> Any:
-    """Create (or reuse) the SparkSession for ``lake`` and make sure the ``lbreplay`` database exists."""
+    """Create (or reuse) the SparkSession for ``lake`` and make sure the ``lbreplay`` database exists;
+    ``quick_jit``: a new embedded driver JVM compiles with C1 only (:data:`QUICK_JIT`: a short run's choice)."""
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
     # Python workers of the embedded session run the same interpreter (the venv that has lbreplay installed).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     lake_abs = lake_path(lake)
-    builder = configure_lbreplay(SparkSession.builder.appName(app_name), lake_abs, master=master, conf=conf)
+    builder = configure_lbreplay(SparkSession.builder.appName(app_name), lake_abs, master=master, conf=conf,
+                                 quick_jit=quick_jit)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     _remember_jars(spark)

@@ -211,3 +211,26 @@ def test_two_cold_preparations_at_once_publish_one_complete_stream(spark: Any, l
         a, b = (spark.read.parquet(f"{s}/{part}") for s in (one, two))
         assert_df_equality(a, b, ignore_row_order=True)
     assert prepare(spark, lake, CLUSTER, versions)[0] == published["stream"]
+
+
+def test_small_replays_get_a_c1_only_driver_jvm(tmp_path, monkeypatch) -> None:
+    """A closed loop's driver JVM compiles with C1 only when the cluster's report tables (not ``topic_load``, read
+    by the task) hold under ``QUICK_JIT_MAX_BYTES`` in a local lake; other clusters' files do not count; a storage
+    URI (its size is not looked up) and any audit run keep the tiered JIT."""
+    monkeypatch.setattr(R, "QUICK_JIT_MAX_BYTES", 1000)
+    lake = tmp_path / "lake"
+
+    def put(table: str, cluster: str, size: int) -> None:
+        part = lake / table / f"cluster={cluster}" / "date=2024-01-01"
+        part.mkdir(parents=True, exist_ok=True)
+        (part / f"part-{len(list(part.iterdir()))}.parquet").write_bytes(b"x" * size)
+
+    put("bundle_load", "c1", 600)
+    put("topic_load", "c1", 5000)
+    put("bundle_load", "c2", 5000)
+    closed, audit = [({}, {"mode": "closed-loop"}), ({}, {})], [({}, {}), ({}, {"mode": "observed"})]
+    assert R.quick_jit(str(lake), "c1", closed) and R.quick_jit(str(lake), "never-written", closed)
+    assert not R.quick_jit(str(lake), "c1", audit)
+    put("broker_load", "c1", 400)
+    assert not R.quick_jit(str(lake), "c1", closed) and not R.quick_jit(str(lake), "c2", closed)
+    assert not R.quick_jit("s3a://bucket/lake", "c1", closed)

@@ -89,6 +89,18 @@ def plain_parquet_files(spark: SparkSession, lake: str, table: tables.Table, df:
 LARGE_SCAN_BYTES = 4 << 20
 
 
+def partition_bytes(lake: str, names: list[str], cluster: str) -> int | None:
+    """Bytes of the files under each table's ``cluster=<cluster>`` partition directory of a local lake (files Delta
+    has removed but not vacuumed included), with no JVM; None for a storage URI."""
+    if "://" in lake:
+        return None
+    total = 0
+    for name in names:
+        for root, _, files in os.walk(os.path.join(lake, name, f"cluster={cluster}")):
+            total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+    return total
+
+
 def estimated_bytes(df: DataFrame) -> int:
     """Spark's size estimate of ``df`` from its optimized plan's statistics (a Delta scan: its files' sizes); no
     Spark job."""
