@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pyspark
+import pytest
 
 from lbreplay.spark import class_archive, class_path_stamp
 from lbreplay.warm import remove_stale_archives
@@ -79,23 +80,27 @@ import sys
 from lbreplay.spark import class_archive, driver_java_options, get_spark
 a = class_archive()
 assert a.is_file(), f"no class archive at {a}: run make warm"
-spark = get_spark(sys.argv[1], master="local[1]", conf={
-    "spark.driver.extraJavaOptions": driver_java_options(f"-XX:SharedArchiveFile={a}", "-Xshare:on")})
+spark = get_spark(sys.argv[1], master="local[1]", conf={"spark.driver.extraJavaOptions": driver_java_options(
+    f"-XX:SharedArchiveFile={a}", "-Xshare:on", quick_jit=sys.argv[2] == "quick")})
 beans = spark._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+args = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
+print("jit:" + ",".join(str(x) for x in args if "Tiered" in str(x)))
 print(",".join(sorted(b.getName() for b in beans)))
 print(spark.range(5).count())
 spark.stop()
 """
 
 
-def test_the_warm_archive_maps_into_a_session_jvm(tmp_path: Path) -> None:
+@pytest.mark.parametrize("jit", ["tiered", "quick"])
+def test_the_warm_archive_maps_into_a_session_jvm(tmp_path: Path, jit: str) -> None:
     """``-Xshare:on`` makes the JVM refuse to start unless it maps the archive: the one ``make warm`` dumped fits
-    the JVM a session launches (same java, same class path, the throughput collector)."""
-    done = subprocess.run([sys.executable, "-c", SESSION, str(tmp_path / "lake")], capture_output=True, text=True,
-                          env=env(), timeout=300)
+    the JVM a session launches (same java, same class path, the throughput collector), with the tiered JIT or C1
+    only (a small closed loop's driver: ``spark_replay.quick_jit``)."""
+    done = subprocess.run([sys.executable, "-c", SESSION, str(tmp_path / "lake"), jit], capture_output=True,
+                          text=True, env=env(), timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.strip().splitlines()
-    assert lines[-2:] == ["PS MarkSweep,PS Scavenge", "5"]
+    assert lines[-3:] == ["jit:-XX:TieredStopAtLevel=1" if jit == "quick" else "jit:", "PS MarkSweep,PS Scavenge", "5"]
 
 
 def test_the_archive_follows_the_jars_it_was_dumped_with(tmp_path: Path) -> None:
