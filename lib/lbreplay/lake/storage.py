@@ -89,14 +89,14 @@ def plain_parquet_files(spark: SparkSession, lake: str, table: tables.Table, df:
 LARGE_SCAN_BYTES = 4 << 20
 
 
-def partition_bytes(lake: str, names: list[str], cluster: str) -> int | None:
+def partition_bytes(lake: str, of: list[tables.Table], cluster: str) -> int | None:
     """Bytes of the files under each table's ``cluster=<cluster>`` partition directory of a local lake (files Delta
     has removed but not vacuumed included), with no JVM; None for a storage URI."""
     if "://" in lake:
         return None
     total = 0
-    for name in names:
-        for root, _, files in os.walk(os.path.join(lake, name, f"cluster={cluster}")):
+    for table in of:
+        for root, _, files in os.walk(f"{tables.table_location(lake, table.name)}/cluster={cluster}"):
             total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
     return total
 

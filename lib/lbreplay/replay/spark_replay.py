@@ -33,6 +33,7 @@ from pyspark.sql import functions as F
 
 from lbreplay.errors import InvalidInputError, UsageError
 from lbreplay.lake import tables
+from lbreplay.lake.dump_tables import BROKER_LOAD_DATA_EXT, BUNDLE_DATA, TOP_BUNDLES_LOAD_DATA
 from lbreplay.lake.storage import partition_bytes, remove_path, run_concurrently
 from lbreplay.lake.validation import require_validated
 from lbreplay.lake.views import ensure_views
@@ -198,7 +199,7 @@ class _ProgressWatcher:
 # 78 MB, L 116 MB. Audits keep the tiered JIT: their observed ownership is a window over every bundle_load row
 # (M, cold: 58.6 s with C1 only, 56.2 s tiered).
 QUICK_JIT_MAX_BYTES = 32 << 20
-REPORT_TABLES = ["broker_load", "bundle_load", "bundle_data", "broker_load_data_ext", "top_bundles_load_data"]
+REPORT_TABLES = [tables.BROKER_LOAD, tables.BUNDLE_LOAD, BUNDLE_DATA, BROKER_LOAD_DATA_EXT, TOP_BUNDLES_LOAD_DATA]
 
 
 def quick_jit(lake: str, cluster: str, specs: list[ConfigSpec]) -> bool:
