@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from lbreplay.collect.audit_check import check, render, verdict
+from lbreplay.live_audit.audit_check import check, render, verdict
 
 
 def main() -> int:

@@ -1,11 +1,8 @@
-"""The leader's decisions parsed from ``ModularLoadManagerImpl``'s log lines, and the per-tick comparison."""
+"""The leader's decisions parsed from ``ModularLoadManagerImpl``'s log lines (the comparison: tests/live_audit)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-from lbreplay.collect.leader_log import Decision, compare, parse_leader_log
+from lbreplay.collect.leader_log import parse_leader_log
 
 # The two INFO lines of Pulsar 4.0.7's ModularLoadManagerImpl (doLoadShedding / checkNamespaceBundleSplit), as
 # scripts/pulsar/log4j2.xml writes them, prefixed with the id of the broker whose log they came from.
@@ -28,25 +25,6 @@ def test_parse_unload_and_split() -> None:
     assert ds[0].at_ms == T0 and ds[0].strategy == "ThresholdShedder"
     assert ds[1].at_ms == ds[2].at_ms == T0 + 60_002
     assert ds[0].tick_ms == T0 // 60_000 * 60_000
-
-
-def test_compare_per_tick_same_bundle_same_source() -> None:
-    leader = parse_leader_log(LOG.splitlines())
-    tick = T0 - 100  # the audit's tick: the leader's run logs its decisions a little after it
-    audit = [
-        Decision(tick, "UNLOAD", "lb/hot/0x60000000_0x70000000", "127.0.0.1:18081", "127.0.0.1:18082"),  # target differs: still a match
-        Decision(tick + 60_000, "SPLIT", "lb/hot/0x10000000_0x20000000", "127.0.0.1:18081"),  # leader's log names no source
-        Decision(tick + 120_000, "UNLOAD", "lb/hot/0x00000000_0x10000000", "127.0.0.1:18083"),  # one tick late
-        Decision(tick, "UNLOAD", "lb/hot/0x90000000_0xa0000000", "127.0.0.1:18081"),  # never made by the leader
-    ]
-    cmp = compare(leader, audit)
-    assert len(cmp.matched) == 2 and cmp.agreement == 2 / 3
-    assert [d.bundle for d in cmp.leader_only] == ["lb/hot/0x00000000_0x10000000"]
-    assert sorted(d.bundle for d in cmp.audit_only) == ["lb/hot/0x00000000_0x10000000", "lb/hot/0x90000000_0xa0000000"]
-    assert [(d.bundle, a.tick_ms - d.tick_ms) for d, a in cmp.near] == [("lb/hot/0x00000000_0x10000000", 120_000 - 60_000)]
-    wrong_source = [Decision(tick, "UNLOAD", "lb/hot/0x60000000_0x70000000", "127.0.0.1:18083")]
-    assert compare(leader[:1], wrong_source).matched == []
-    assert "matched 2/3" in cmp.summary()
 
 
 def test_failed_split_retry_is_not_a_decision() -> None:
@@ -79,27 +57,6 @@ def test_shedding_runs_are_the_bursts_of_the_strategys_lines() -> None:
     lines.append("127.0.0.1:18083 2026-11-26T21:16:49,174+0000 [pulsar-modular-load-manager-30-1] INFO  "
                  "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl - Load-manager splitting bundle x")
     assert shedding_runs(lines) == [1_795_727_813_921, 1_795_727_873_951]
-
-
-@pytest.mark.parametrize(("second", "within"), [("54", 4), ("24", 0)])
-def test_shedding_timer_check_against_the_leaders_runs(tmp_path: Path, second: str, within: int) -> None:
-    """The audit's shedding instants (the recorded election 20:38:53.992 + k minutes, kernel.leader_election)
-    against the leader's runs in its log: runs logged 64 ms after them are all on the timer; runs half a minute
-    off (a leader timed otherwise) match none."""
-    import shutil
-
-    from lbreplay.collect.audit_check import shedding_timer_check
-    from lbreplay.lake.ingest import read_dumps
-
-    sample = Path(__file__).resolve().parents[2] / "data" / "samples" / "real-modular-3brokers"
-    dump = tmp_path / "dump"
-    shutil.copytree(sample, dump)
-    with (dump / "leader-decisions.log").open("a", encoding="utf-8") as f:
-        for minute in range(40, 44):
-            f.write(_shedder_line(f"2026-11-25T20:{minute}:{second},056", "127.0.0.1:18081") + "\n")
-    got = shedding_timer_check(dump, read_dumps(dump, "x").rows, dump / "broker.conf")
-    assert (got["leader"], got["elections"], got["leader_on_timer"]) == (4, 1, within)
-    assert got["audit"] >= 4 and (within == 0 or got["max_lag_ms"] == 64)
 
 
 # ExtensibleLoadManagerImpl (Pulsar 4.0.7): UnloadScheduler.execute on the leader, SplitManager on the owner broker
@@ -139,18 +96,3 @@ def test_the_extensible_leaders_shedding_runs_are_its_unload_schedulers() -> Non
     from lbreplay.collect.leader_log import shedding_runs
 
     assert shedding_runs(EXT_LOG.splitlines()) == [EXT_T0, EXT_T0 + 59_998, EXT_T0 + 119_998]
-
-
-def test_a_split_check_across_a_minutes_end_is_one_tick() -> None:
-    """A live run (2026-11-27 14:17:58): the report written at 14:17:58.609 started the leader's split check, whose
-    first split call took 2 s, so it logged the next two splits at 14:18:00.857 and 14:18:01.064. The audit splits
-    the three at the report's tick: one tick, across the minute's end. Decisions a minute apart stay apart."""
-    t = 1795789078609  # 14:17:58.609
-    leader = [Decision(t + 208, "SPLIT", "lb/hot/0x00000000_0x10000000", "127.0.0.1:18081"),
-              Decision(t + 2_248, "SPLIT", "lb/hot/0xe0000000_0xf0000000", "127.0.0.1:18082"),
-              Decision(t + 2_455, "SPLIT", "lb/hot/0x70000000_0x80000000", "127.0.0.1:18081")]
-    audit = [Decision(t, d.action, d.bundle, d.source) for d in leader]
-    cmp = compare(leader, audit)
-    assert len(cmp.matched) == 3 and not cmp.leader_only and not cmp.audit_only
-    late = [Decision(t + 60_000, d.action, d.bundle, d.source) for d in leader]
-    assert compare(leader, late).matched == []

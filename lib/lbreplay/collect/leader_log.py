@@ -1,4 +1,7 @@
-"""The leader's real decisions, from its log, and their comparison with an audit's decisions.
+"""The leader's real decisions and shedding runs, from the brokers' logs (``leader-decisions.log`` in a dump).
+
+The comparison with an audit's decisions is :mod:`lbreplay.live_audit.comparison`; :func:`is_leader_log_line` is
+what ``collect --leader-log-dir`` keeps of the brokers' logs.
 
 ``ModularLoadManagerImpl`` logs each decision of a shedding or split cycle at INFO:
 
@@ -34,8 +37,8 @@ from datetime import UTC, datetime, timedelta
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _TS = re.compile(r"(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2})[,.](\d{3})(Z|[+-]\d{2}:?\d{2})?")
-_UNLOAD = re.compile(r"\[(?P<strategy>\w+)\] Unloading bundle: (?P<bundle>\S+) from broker (?P<source>\S+) "
-                     r"to dest broker (?P<target>\S+)")
+_UNLOAD = re.compile(r"\[(?P<strategy>\w+)\] Unloading bundle: (?P<bundle>\S+) from broker (?P<source>\S+)"
+                     r"(?: to dest broker (?P<target>\S+))?")  # older Pulsar logs no destination
 _SPLIT = re.compile(r"Load-manager splitting bundle (?P<bundle>\S+) and unloading (?P<unload>\w+)")
 _SPLIT_OUTCOME = re.compile(r"(?P<outcome>Successfully|Failed to) split namespace bundle (?P<bundle>\S+)")
 _TRANSFER = re.compile(r"\[(?P<strategy>\w+)\] Unloading bundle: Unload\[sourceBroker=(?P<source>[^,\]]+), "
@@ -185,58 +188,41 @@ def transfer_views(lines: Iterable[str]) -> list[tuple[int, dict[str, str], list
     return out
 
 
-@dataclass
-class Comparison:
-    """Per tick, the leader's decisions matched to the audit's (same action, bundle, source broker)."""
-
-    matched: list[tuple[Decision, Decision]]
-    leader_only: list[Decision]
-    audit_only: list[Decision]
-    near: list[tuple[Decision, Decision]]  # same decision, a different tick (listed also as leader/audit-only)
-
-    @property
-    def agreement(self) -> float:
-        total = len(self.matched) + len(self.leader_only)
-        return len(self.matched) / total if total else 1.0
-
-    def summary(self) -> str:
-        total = len(self.matched) + len(self.leader_only)
-        return (f"matched {len(self.matched)}/{total} of the leader's decisions ({100 * self.agreement:.0f} %), "
-                f"{len(self.leader_only)} the audit missed, {len(self.audit_only)} the leader never made")
+#: the load balancer's classes whose every line ``collect`` keeps (matched on the simple name, so an abbreviated
+#: logger such as ``o.a.p.b.l.i.ThresholdShedder`` matches too)
+LEADER_LOG_CLASSES = ("ThresholdShedder", "OverloadShedder", "UniformLoadShedder", "AvgShedder", "TransferShedder",
+                      "UnloadScheduler", "UnloadManager", "SplitManager", "SplitScheduler")
+_KEEP = re.compile(r"Unloading bundle: |Load-manager splitting bundle |split namespace bundle |bundle split event"
+                   r"|was elected leader|Acquired leadership on /loadbalance/"
+                   r"|\b(?:" + "|".join(LEADER_LOG_CLASSES) + r")\b")
 
 
-SAME_RUN_MS = 30_000  # a leader's run logs its decisions seconds after the audit's tick (split calls, lag)
+def is_leader_log_line(line: str) -> bool:
+    """A broker log line the leader log keeps: a log4j line (with its timestamp; a stack trace's frames are not)
+    that is one of these, for every strategy:
+
+    * ``ModularLoadManagerImpl.doLoadShedding``: ``[<Strategy>] Unloading bundle: <b> from broker <s> to dest broker
+      <d>`` (and ``[<Strategy>] The destination broker … is the same as the current owner broker``);
+      ``checkNamespaceBundleSplit``: ``Load-manager splitting bundle <b> and unloading <u>``, ``Successfully split
+      namespace bundle <b>`` / ``Failed to split namespace bundle <b>``;
+    * any line of a strategy's logger (``findBundlesForUnloading``): ``ThresholdShedder`` (``Attempting to shed load
+      on …``, DEBUG ``[<b>] broker is not overloaded, ignoring at this point (…)``), ``OverloadShedder`` (``Attempting
+      to shed load on …``, ``HIGH USAGE WARNING : Sole namespace bundle …``), ``UniformLoadShedder`` (``Found bundle to
+      unload from <b> with msgRate …`` / ``with msgThroughput …``), ``AvgShedder`` (``broker:<b>, scores:…``,
+      ``brokerHitCountForHigh:…``, ``broker:[<b>] is planning to shed bundles to broker:[<d>]…``), ``TransferShedder``
+      (``brokers' load stats:…``, ``Decided to unload bundle:…``); the extensible manager's ``UnloadScheduler``
+      (``[TransferShedder] Unloading bundle: Unload[…]``, ``Unload decision result: …``), ``UnloadManager``,
+      ``SplitManager`` (``Published the bundle split event for bundle:…``, ``Completed the bundle split event …``)
+      and ``SplitScheduler``;
+    * the election: ``PulsarService`` ``This broker <b> was elected leader``, ``LeaderElectionImpl`` ``Acquired
+      leadership on /loadbalance/leader …``.
+
+    The broker's start-up line listing its whole configuration (``configs=``) names the strategy classes too and is
+    left out."""
+    return bool(_KEEP.search(line)) and "configs=" not in line and _TS.search(line) is not None
 
 
-def _same_run(audit: Decision, leader: Decision) -> bool:
-    """The same run: the leader's line within 30 s of the audit's tick, whichever minute each falls in (a split
-    check whose split calls take seconds logs its later splits seconds after the report's tick, maybe in the next
-    minute; an extensible owner's SplitScheduler runs seconds off the leader's minute; runs are a minute apart)."""
-    return abs(audit.at_ms - leader.at_ms) < SAME_RUN_MS
-
-
-def compare(leader: list[Decision], audit: list[Decision], actions: tuple[str, ...] = ("UNLOAD", "SPLIT"),
-            near_ticks: int = 2) -> Comparison:
-    """Match per tick (:func:`_same_run`) on (action, bundle, source); a SPLIT whose source the log does not name
-    matches on bundle."""
-    lead = [d for d in leader if d.action in actions]
-    aud = [d for d in audit if d.action in actions]
-    left = list(aud)
-    matched, leader_only = [], []
-    for d in lead:
-        same = [a for a in left if a.action == d.action and a.bundle == d.bundle
-                and (d.source is None or a.source == d.source) and _same_run(a, d)]
-        hit = min(same, key=lambda a: abs(a.at_ms - d.at_ms)) if same else None
-        if hit is None:
-            leader_only.append(d)
-        else:
-            left.remove(hit)
-            matched.append((d, hit))
-    near = []
-    for d in leader_only:
-        a = next((a for a in left if a.action == d.action and a.bundle == d.bundle
-                  and (d.source is None or a.source == d.source)
-                  and abs(a.tick_ms - d.tick_ms) <= near_ticks * 60_000), None)
-        if a is not None:
-            near.append((d, a))
-    return Comparison(matched, leader_only, left, near)
+def log_time_ms(line: str) -> int | None:
+    """A log line's log4j timestamp as epoch ms (UTC unless the line carries an offset); None without one."""
+    m = _TS.search(line)
+    return _epoch_ms(m) if m else None

@@ -5,6 +5,9 @@
   them with the JSON path or key at fault) and ``lbreplay.paths`` (where ``conf/pulsar/defaults.yaml``, the
   Pulsar defaults the kernel's config resolves against, lives). Both import nothing of lbreplay. Of third-party
   packages the kernel uses NumPy and PyYAML only (no Spark, pandas or Arrow).
+* The recorder (``lbreplay.collect``, the bottom of the data path that ``lake`` reads) imports none of the layers
+  above it (:data:`RECORDER_MAY_NOT_IMPORT`: ``lake``, ``replay``, ``report``, ``live_audit``, the CLI); the live
+  audit's comparison lives in ``lbreplay.live_audit``, above ``lake`` and ``replay``.
 * No import circle anywhere in ``lib/`` (function-level imports count: a lazy import is still an edge).
 * ``jobs/`` and the CLI are thin: each job file only hands its arguments to ``lbreplay.cli``; each CLI
   function delegates (a few statements besides its imports and docstring).
@@ -26,6 +29,8 @@ JOBS = LIB.parent / "jobs"
 KERNEL = f"{PACKAGE}.kernel"
 KERNEL_MAY_IMPORT = {f"{PACKAGE}.errors", f"{PACKAGE}.paths"}
 KERNEL_THIRD_PARTY = {"numpy", "yaml"}
+RECORDER = f"{PACKAGE}.collect"
+RECORDER_MAY_NOT_IMPORT = tuple(f"{PACKAGE}.{p}" for p in ("lake", "replay", "report", "live_audit", "cli", "demo"))
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 80
 MAX_LONG_FUNCTIONS = 3
@@ -107,6 +112,13 @@ def kernel_violations(modules: dict[str, Module]) -> list[str]:
         if leaf in modules and modules[leaf].imports:
             out.append(f"{leaf}: must stay a leaf (imports {sorted(modules[leaf].imports)})")
     return out
+
+
+def recorder_violations(modules: dict[str, Module]) -> list[str]:
+    """The recorder package importing a layer above it (``lake`` imports the recorder: that would be a circle)."""
+    return [f"{m.name}: the recorder imports {imp}" for m in sorted(modules.values(), key=lambda m: m.name)
+            if m.name == RECORDER or m.name.startswith(f"{RECORDER}.")
+            for imp in sorted(m.imports) if any(imp == up or imp.startswith(f"{up}.") for up in RECORDER_MAY_NOT_IMPORT)]
 
 
 def import_cycles(modules: dict[str, Module]) -> list[list[str]]:
@@ -209,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"usage: python -m lbreplay.devtools.imports [--strict] (unknown: {' '.join(unknown)})", file=sys.stderr)
         return 2
     modules = load_modules()
-    problems = kernel_violations(modules)
+    problems = kernel_violations(modules) + recorder_violations(modules)
     problems += [f"import circle: {' -> '.join(c)}" for c in import_cycles(modules)]
     problems += thin_violations(modules)
     sizes = size_violations(modules)

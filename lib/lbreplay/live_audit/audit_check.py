@@ -4,7 +4,7 @@
 recording, ``validate`` it, ``replay --mode observed --broker-conf`` -- and compares the audit's UNLOAD and SPLIT
 decisions with the leader's (``leader-decisions.log`` beside the dump, see :mod:`lbreplay.collect.leader_log`),
 per tick: same bundles from the same brokers. When today's validation refuses the raw recording, the report says
-which rules and rows, and the audit runs on the leader's view instead (:mod:`lbreplay.collect.leader_view`: the
+which rules and rows, and the audit runs on the leader's view instead (:mod:`lbreplay.live_audit.leader_view`: the
 versions held at each shedding time, stale double claims dropped), so the comparison still happens and every
 difference is listed with the facts that explain it (the versions the leader held at its decision time, what the
 audit's tick held, whether the audit made the same decision at a neighbouring tick).
@@ -24,22 +24,21 @@ from pathlib import Path
 from typing import Any
 
 from lbreplay.collect.leader_log import (
-    Comparison,
     Decision,
-    compare,
     parse_leader_log,
     shedding_runs,
     shedding_views,
     transfer_views,
 )
-from lbreplay.collect.leader_view import (
+from lbreplay.kernel.leader_election import LOGGED_RUN_WITHIN_MS, runs_at, timer_minutes
+from lbreplay.live_audit.comparison import Comparison, compare
+from lbreplay.live_audit.leader_view import (
     held_at,
     published_versions,
     recorded_versions,
     shedding_phase_ms,
     write_leader_view,
 )
-from lbreplay.kernel.leader_election import LOGGED_RUN_WITHIN_MS, runs_at, timer_minutes
 
 RUN_STEP_MS = 1_000  # a shedding run's lag behind its timer tick moves by at most this since the previous run
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lbreplay.collect.audit_check import leader_decisions
 from lbreplay.lake.ingest import read_dumps
-from tests.collect.timer_replay import decision_keys
+from lbreplay.live_audit.audit_check import leader_decisions
+from tests.live_audit.timer_replay import decision_keys
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "samples" / "real-modular-shedding-lag"
 LATE = ("UNLOAD", "lb/hot/0x70000000_0x74000000", "127.0.0.1:18082")  # 12:39:43, after three lag-written reads
@@ -29,7 +29,7 @@ def test_the_audit_at_the_logged_runs_makes_the_leaders_ten_decisions() -> None:
     """At the logged runs the audit holds what the leader read and makes its 6 splits and 4 unloads (same bundle,
     source and minute); at the timer minutes it misses the 12:39 unload (ThresholdShedder's average carried the
     older reports)."""
-    from tests.collect.timer_replay import replay_on_the_timer
+    from tests.live_audit.timer_replay import replay_on_the_timer
 
     leader = decision_keys(leader_decisions(SAMPLE), leader=True)
     assert len(leader) == 10 and [k[0] for k in leader].count("UNLOAD") == 4

@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lbreplay.collect.audit_check import leader_decisions, printed_resource_usage, shedding_timer_check
 from lbreplay.collect.leader_log import shedding_runs, shedding_views
-from lbreplay.collect.leader_view import held_at, recorded_versions
 from lbreplay.lake.ingest import read_dumps
+from lbreplay.live_audit.audit_check import leader_decisions, printed_resource_usage, shedding_timer_check
+from lbreplay.live_audit.leader_view import held_at, recorded_versions
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "samples" / "real-modular-shedding-timer"
 
@@ -51,7 +51,7 @@ def test_engine_on_the_timer_makes_the_leaders_decisions() -> None:
     the quota task's sample (``startLoadBalancerTasks`` scheduled it first, for the same instant): the split parent
     ``0x00000000_0x10000000``, dropped by the refused split retry, is not back in the BundleData yet, so the
     leader unloads ``0x10000000_0x20000000``, as its log says."""
-    from tests.collect.timer_replay import replay_on_the_timer
+    from tests.live_audit.timer_replay import replay_on_the_timer
 
     ticks, decisions = replay_on_the_timer(SAMPLE, ["lb/hot"])
     assert sum(1 for t in ticks if t.timer_minute) >= 8

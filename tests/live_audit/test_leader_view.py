@@ -7,15 +7,14 @@ import json
 from pathlib import Path
 
 from lbreplay.collect.layout import JsonLines
-from lbreplay.collect.leader_view import (
+from lbreplay.collect.metadata_store import output_path
+from lbreplay.lake.ingest import read_dumps
+from lbreplay.live_audit.leader_view import (
     held_at,
     recorded_versions,
     shedding_phase_ms,
     write_leader_view,
 )
-from lbreplay.collect.metadata_store import output_path
-from lbreplay.lake.ingest import read_dumps
-
 from tests.collect.test_metadata_store import local_broker_data
 
 M0 = 1_795_629_840_000  # a minute boundary

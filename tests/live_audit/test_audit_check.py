@@ -1,8 +1,13 @@
-"""``collect.audit_check``'s rendering of what Pulsar's debug lines print."""
+"""``live_audit.audit_check``: what Pulsar's debug lines print, the verdict, the run lags and the shedding timer."""
 
 from __future__ import annotations
 
-from lbreplay.collect.audit_check import java_2f, load_stats
+from pathlib import Path
+
+import pytest
+
+from lbreplay.live_audit.audit_check import java_2f, load_stats
+from tests.collect.test_leader_log import _shedder_line
 
 
 def test_load_stats_print_as_transfer_shedder_does() -> None:
@@ -31,8 +36,8 @@ def test_decisions_after_the_recordings_last_tick_are_not_audited() -> None:
     recording's split (after a report write, not on the timer) always is."""
     from datetime import UTC, datetime
 
-    from lbreplay.collect.audit_check import after_the_recording
     from lbreplay.collect.leader_log import Decision
+    from lbreplay.live_audit.audit_check import after_the_recording
 
     start = 1795778872083  # 11:27:52.083
     rows = {"leader_election": [{"ts": datetime.fromtimestamp(start / 1000, UTC)}]}
@@ -53,7 +58,7 @@ def test_verdict_counts_decisions_only_the_audit_made() -> None:
     """A comparison passes only with the leader's decisions matched (>= the bar), every audit-only decision
     explained and the timer checks clean: the 15-minute extensible run whose bookie turned read-only matched the
     leader's 3 of 3 and made 9 splits the leader never made (its owners read their live stats, 0 msg/s)."""
-    from lbreplay.collect.audit_check import verdict
+    from lbreplay.live_audit.audit_check import verdict
 
     runs = {"leader": 15, "leader_on_timer": 15, "views_unexplained": []}
     split = {"side": "audit-only", "decision": {"action": "SPLIT"}}
@@ -72,7 +77,7 @@ def test_run_lags_follow_the_fixed_delay() -> None:
     duration: the CI run of 2026-11-27 (election 18:19:20.481, 8 runs) reached 710 ms at 18:31 and 1,011 ms at
     18:35, each step well under a second; all on the timer. A run 1.5 s later than the one before, or half a
     minute off, is not."""
-    from lbreplay.collect.audit_check import run_lags
+    from lbreplay.live_audit.audit_check import run_lags
 
     elected = 1_000_000
     audit = [elected + k * 60_000 for k in range(1, 9)]
@@ -86,3 +91,24 @@ def test_run_lags_follow_the_fixed_delay() -> None:
     again = elected + 500_000 + 7
     got = run_lags([*audit[:2], again + 60_000], [elected, again], [audit[1] + 900, again + 60_000 + 30])
     assert [(r["lag"], r["step"]) for r in got] == [(900, 900), (30, 30)]
+
+
+@pytest.mark.parametrize(("second", "within"), [("54", 4), ("24", 0)])
+def test_shedding_timer_check_against_the_leaders_runs(tmp_path: Path, second: str, within: int) -> None:
+    """The audit's shedding instants (the recorded election 20:38:53.992 + k minutes, kernel.leader_election)
+    against the leader's runs in its log: runs logged 64 ms after them are all on the timer; runs half a minute
+    off (a leader timed otherwise) match none."""
+    import shutil
+
+    from lbreplay.lake.ingest import read_dumps
+    from lbreplay.live_audit.audit_check import shedding_timer_check
+
+    sample = Path(__file__).resolve().parents[2] / "data" / "samples" / "real-modular-3brokers"
+    dump = tmp_path / "dump"
+    shutil.copytree(sample, dump)
+    with (dump / "leader-decisions.log").open("a", encoding="utf-8") as f:
+        for minute in range(40, 44):
+            f.write(_shedder_line(f"2026-11-25T20:{minute}:{second},056", "127.0.0.1:18081") + "\n")
+    got = shedding_timer_check(dump, read_dumps(dump, "x").rows, dump / "broker.conf")
+    assert (got["leader"], got["elections"], got["leader_on_timer"]) == (4, 1, within)
+    assert got["audit"] >= 4 and (within == 0 or got["max_lag_ms"] == 64)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lbreplay.collect.audit_check import leader_decisions, shedding_timer_check
 from lbreplay.lake.ingest import read_dumps
+from lbreplay.live_audit.audit_check import leader_decisions, shedding_timer_check
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "samples" / "real-modular-run-clock"
 BACK = "lb/hot/0x90000000_0xa0000000"
@@ -18,7 +18,7 @@ def test_the_engine_on_the_timer_makes_the_leaders_ten_decisions() -> None:
     """The audit's engine over the recorded versions, on the recorded election's timer, makes the leader's 6 splits
     and 4 unloads (same bundle, same broker, same minute), among them the bundle unloaded from 18081 at 01:31 and
     back from 18083 at 01:32."""
-    from tests.collect.timer_replay import replay_on_the_timer
+    from tests.live_audit.timer_replay import replay_on_the_timer
 
     _, decisions = replay_on_the_timer(SAMPLE, ["lb/hot"])
     leader = [d for d in leader_decisions(SAMPLE) if d.action in ("SPLIT", "UNLOAD")]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lbreplay.collect.audit_check import leader_decisions
-from tests.collect.timer_replay import decision_keys
+from lbreplay.live_audit.audit_check import leader_decisions
+from tests.live_audit.timer_replay import decision_keys
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "samples" / "real-modular-time-average"
 FIRST_RUN = [("UNLOAD", "lb/hot/0x30000000_0x40000000", "127.0.0.1:18081", "127.0.0.1:18083"),
@@ -20,7 +20,7 @@ FIRST_RUN = [("UNLOAD", "lb/hot/0x30000000_0x40000000", "127.0.0.1:18081", "127.
 def test_the_audit_makes_the_leaders_eleven_decisions() -> None:
     """6 splits and 5 unloads (same bundle, source and minute); the first run's two unloads go where the leader
     sent them (18083: 18081's time average still summed its split parents' fresh samples)."""
-    from tests.collect.timer_replay import replay_on_the_timer
+    from tests.live_audit.timer_replay import replay_on_the_timer
 
     leader = decision_keys(leader_decisions(SAMPLE), leader=True)
     assert len(leader) == 11 and [k[0] for k in leader].count("UNLOAD") == 5
@@ -34,7 +34,7 @@ def test_time_averages_summed_at_the_run_miss_the_first_unloads(monkeypatch: pyt
     """Summing the time averages at the shedding run (from the BundleData the split checks left) counts the split
     parents at the default 100 msg/s: 18081, the bundles' own broker, scores least, and no unload is issued."""
     from lbreplay.replay.modular_leader import ModularLeader
-    from tests.collect.timer_replay import replay_on_the_timer
+    from tests.live_audit.timer_replay import replay_on_the_timer
 
     monkeypatch.setattr(ModularLeader, "_keep_time_average", lambda self, ld: None)
     _, decisions = replay_on_the_timer(SAMPLE, ["lb/hot"])

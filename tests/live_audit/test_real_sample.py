@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lbreplay.collect.audit_check import check, leader_decisions
+
 from lbreplay.collect.layout import read_json_lines
 from lbreplay.collect.leader_log import parse_leader_log
-from lbreplay.collect.leader_view import recorded_versions
 from lbreplay.lake.ingest import read_dumps
+from lbreplay.live_audit.audit_check import check, leader_decisions
+from lbreplay.live_audit.leader_view import recorded_versions
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "samples" / "real-modular-3brokers"
 BROKERS = {"127.0.0.1:18081", "127.0.0.1:18082", "127.0.0.1:18083"}
@@ -98,10 +99,11 @@ def test_kernel_reproduces_the_leaders_splits_per_report_version() -> None:
     kernel), splits the same 4 bundles from the same owners right after the same report versions as the leader,
     and repeats each split once more, as the leader's refused retries did (9 attempts, 8 after the same write)."""
     import numpy as np
-    from lbreplay.collect.leader_view import held_at, recorded_versions
+
     from lbreplay.decide import decide
     from lbreplay.kernel.config import parse_broker_conf
     from lbreplay.kernel.load_data import MESSAGE_FIELDS, tamd_update
+    from lbreplay.live_audit.leader_view import held_at, recorded_versions
 
     conf = parse_broker_conf((SAMPLE / "broker.conf").read_text(encoding="utf-8"))
     brokers = recorded_versions(SAMPLE, "brokers")
@@ -143,6 +145,7 @@ def _version_ticks(brokers: dict[str, list[Any]], ids: list[str]) -> list[Any]:
     """One ObservedTick per recorded report version, in write order, holding only that version (what the tick
     stream of an ingested recording holds)."""
     import numpy as np
+
     from lbreplay.lake.dump_rows import RESOURCE_JSON
     from lbreplay.replay.records import ObservedTick
 
@@ -174,8 +177,9 @@ def test_replay_engine_on_report_versions_makes_the_leaders_splits_and_nothing_e
     before the log line), from the same owner; the leader's refused retries are not decisions (a split bundle is
     gone), and ThresholdShedder unloads nothing, as the leader did not."""
     import numpy as np
-    from lbreplay.collect.leader_view import recorded_versions
+
     from lbreplay.kernel.config import parse_broker_conf, typed_overrides
+    from lbreplay.live_audit.leader_view import recorded_versions
     from lbreplay.replay.engine import Replay
     from lbreplay.replay.load_model import CpuCalibration
     from lbreplay.replay.records import RunSpec, StaticInputs
@@ -198,6 +202,7 @@ def test_replay_engine_on_report_versions_makes_the_leaders_splits_and_nothing_e
 def _stored_bundle_data() -> Any:
     """The recording's /loadbalance/bundle-data versions as ingest reads them."""
     import numpy as np
+
     from lbreplay.lake.ingest import read_dumps
     from lbreplay.replay.stored_bundle_data import STORED_COLUMNS, StoredBundleData
 
@@ -211,8 +216,9 @@ def _stored_bundle_data() -> Any:
 def _engine_decisions(start_ms: int, stored: Any) -> list[tuple[str, str, str | None, int]]:
     """The audit's engine over the recorded versions written from ``start_ms`` on (a ``--from`` window)."""
     import numpy as np
-    from lbreplay.collect.leader_view import recorded_versions
+
     from lbreplay.kernel.config import parse_broker_conf, typed_overrides
+    from lbreplay.live_audit.leader_view import recorded_versions
     from lbreplay.replay.engine import Replay
     from lbreplay.replay.load_model import CpuCalibration
     from lbreplay.replay.records import RunSpec, StaticInputs
@@ -270,14 +276,15 @@ def test_windowed_spark_audit_starts_with_what_the_leader_held(spark, lake: str)
     splits it already made. The audit makes the leader's 2 decisions of the window at the same report writes
     (starting at the window, it held only the reports written since, and missed the 20:42:24 split); ticks are
     numbered from 0 at the window's first and only the window's are written."""
-    from lbreplay.collect.audit_check import audit_decisions
+    from pyspark.sql import functions as F
+
     from lbreplay.kernel.leader_election import count_timer_minutes
     from lbreplay.lake.ingest import ingest
     from lbreplay.lake.validation import validate
     from lbreplay.lake.window import window_from_flags
+    from lbreplay.live_audit.audit_check import audit_decisions
     from lbreplay.replay.run_config import resolve_run_config
     from lbreplay.replay.spark_replay import execute
-    from pyspark.sql import functions as F
 
     cluster = "real-window"
     ingest(spark, lake, SAMPLE, cluster)

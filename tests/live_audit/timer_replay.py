@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lbreplay.collect.leader_view import recorded_versions
 from lbreplay.lake.ingest import read_dumps
+from lbreplay.live_audit.leader_view import recorded_versions
 
 
 def replay_on_the_timer(sample: Path, namespaces: list[str], with_leader: bool = True,
@@ -22,7 +22,7 @@ def replay_on_the_timer(sample: Path, namespaces: list[str], with_leader: bool =
     from lbreplay.replay.load_model import CpuCalibration
     from lbreplay.replay.records import RunSpec, StaticInputs
     from lbreplay.replay.tick_stream import held_reports, with_leader_timer
-    from tests.collect.test_real_sample import _version_ticks
+    from tests.live_audit.test_real_sample import _version_ticks
 
     conf = typed_overrides(parse_broker_conf((sample / "broker.conf").read_text(encoding="utf-8")), path="broker.conf")
     brokers = recorded_versions(sample, "brokers")

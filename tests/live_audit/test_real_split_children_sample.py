@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lbreplay.collect.audit_check import leader_decisions, shedding_timer_check
 from lbreplay.lake.ingest import read_dumps
+from lbreplay.live_audit.audit_check import leader_decisions, shedding_timer_check
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "samples" / "real-modular-split-children"
 PARENT = "lb/hot/0x70000000_0x78000000"  # split at 11:16:15, unloaded at 11:16:20 from 18083's held report
@@ -22,7 +22,7 @@ def _key(action: str, bundle: str, source: str | None, target: str | None, ms: i
 def test_the_audit_makes_the_leaders_nine_decisions_with_its_destinations() -> None:
     """The engine over the recorded versions, on the recorded election's timer and leader, makes the leader's 6
     splits and 3 unloads (same bundle, source, destination and minute), among them both 11:16:20 unloads to 18082."""
-    from tests.collect.timer_replay import replay_on_the_timer
+    from tests.live_audit.timer_replay import replay_on_the_timer
 
     _, decisions = replay_on_the_timer(SAMPLE, ["lb/hot"])
     leader = [d for d in leader_decisions(SAMPLE) if d.action in ("SPLIT", "UNLOAD")]
@@ -38,7 +38,7 @@ def test_without_the_leaders_id_the_children_are_not_placed_and_the_unload_is_mi
     """The same ticks without the elected broker (a recording that does not say who led): no lookups are replayed,
     18083 is the least servicing broker for the parent, the destination is its owner, and the leader's unload of
     the parent is missing (8 of 9): the children's preallocations decide it."""
-    from tests.collect.timer_replay import replay_on_the_timer
+    from tests.live_audit.timer_replay import replay_on_the_timer
 
     ticks, _ = replay_on_the_timer(SAMPLE, ["lb/hot"])
     assert {t.leader_broker for t in ticks} == {"127.0.0.1:18083"}

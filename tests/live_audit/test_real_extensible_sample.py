@@ -7,9 +7,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from lbreplay.collect.audit_check import check, leader_decisions, shedding_timer_check
+
 from lbreplay.collect.leader_log import parse_leader_log, shedding_runs
 from lbreplay.lake.ingest import read_dumps
+from lbreplay.live_audit.audit_check import check, leader_decisions, shedding_timer_check
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "samples" / "real-extensible-transfer"
 ELECTED = 1795772302251  # /loadbalance/extension/leader's ctime: 2026-11-27T09:38:22.251Z
