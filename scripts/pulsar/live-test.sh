@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The live end-to-end test (`make test-pulsar`, trimmed: `make test-pulsar-trimmed`):
 #   start a real cluster (start-cluster.sh), record it with `lbreplay collect` while skewed producer traffic runs
-#   (traffic.py), stop everything by PID, keep the leader's decision lines, then ingest, validate, replay
+#   (traffic.py; collect --leader-log-dir keeps the brokers' load-balancer lines), stop everything by PID, then
+#   ingest, validate, replay
 #   --mode observed with the brokers' broker.conf and compare the audit with the leader (compare_leader.py).
 # usage: scripts/pulsar/live-test.sh [--minutes 15] [--brokers 3] [--work DIR] [--load-manager modular]
 #   (TRAFFIC_ARGS: extra flags for traffic.py, e.g. "--hot-rate 400 --tail-rate 150")
@@ -51,8 +52,15 @@ fi
 "$HERE/start-cluster.sh" --run-dir "$RUN" --brokers "$BROKERS" --load-manager "$LM"
 ADMIN=(); for u in $(cat "$RUN/admin-urls.txt"); do ADMIN+=(--admin-url "$u"); done
 EXT=(); [ "$LM" = extensible ] && EXT=(--service-url pulsar://127.0.0.1:16651)
+# the brokers' logs under their ids (broker-N.log is 127.0.0.1:<18080+N>): collect gathers every broker's
+# load-balancer lines (whoever leads) into $DUMP/leader-decisions.log, each prefixed with the broker's id
+LOGS="$WORK/leader-logs"; rm -rf "$LOGS"; mkdir -p "$LOGS"
+for f in "$RUN"/logs/broker-*.log; do
+  b=$(basename "$f" .log); ln -s "$f" "$LOGS/127.0.0.1_$((18080 + ${b#broker-})).log"
+done
 "${LBREPLAY[@]}" collect --out "$DUMP" "${ADMIN[@]}" "${EXT[@]}" --metadata-store "$(cat "$RUN/metadata-store.txt")" \
-  --cluster "$(cat "$RUN/cluster.txt")" --interval 60 --duration "$((MINUTES + 1))m" > "$WORK/collect.log" 2>&1 &
+  --cluster "$(cat "$RUN/cluster.txt")" --interval 60 --duration "$((MINUTES + 1))m" --leader-log-dir "$LOGS" \
+  > "$WORK/collect.log" 2>&1 &
 echo $! > "$WORK/collect.pid"
 sleep 5
 "$PY" "$HERE/traffic.py" --admin-url "$(head -1 "$RUN/admin-urls.txt")" --service-url pulsar://127.0.0.1:16651 \
@@ -71,13 +79,7 @@ while kill -0 "$(cat "$WORK/collect.pid")" 2>/dev/null; do
 done
 wait "$(cat "$WORK/collect.pid")" 2>/dev/null || true; rm -f "$WORK/collect.pid"
 stop_pid "$(cat "$WORK/traffic.pid")" 15; rm -f "$WORK/traffic.pid"
-# the leader's decisions: every broker's load-balancer lines (whoever led when), broker id prefixed
-for f in "$RUN"/logs/broker-*.log; do
-  b=$(basename "$f" .log); port=$((18080 + ${b#broker-}))
-  grep -E "Unloading bundle: |Load-manager splitting bundle|ModularLoadManagerImpl - (Successfully|Failed to) split namespace bundle|was elected leader|Acquired leadership|ThresholdShedder|TransferShedder|UnloadManager|SplitManager" "$f" \
-    | grep -v "configs=" \
-    | sed "s|^|127.0.0.1:$port |" || true
-done | sort -k2 > "$DUMP/leader-decisions.log"
+[ -s "$DUMP/leader-decisions.log" ] || { echo "live-test: collect gathered no leader log lines (see $WORK/collect.log)" >&2; exit 1; }
 cp "$RUN/conf/broker.conf" "$DUMP/broker.conf"
 cat "$RUN/startup-seconds.txt" > "$WORK/startup-seconds.txt"
 cleanup; trap - EXIT

@@ -22,6 +22,7 @@ from lbreplay.collect.metadata_store import (
 )
 from lbreplay.errors import UsageError
 from lbreplay.lake.ingest import read_dumps
+from tests.collect.admin_server import admin_server
 
 REPO = Path(__file__).resolve().parents[2]
 BROKER = "127.0.0.1:18081"
@@ -107,22 +108,24 @@ def test_every_version_recorded_and_ingestible(kazoo, zookeeper: str, tmp_path: 
 def test_collect_stops_cleanly_on_sigterm(kazoo, zookeeper: str, tmp_path: Path) -> None:
     kazoo.create(f"/loadbalance/brokers/{BROKER}", local_broker_data(5_000, 2.0, {}), makepath=True)
     env = {**os.environ, "PYTHONPATH": str(REPO / "lib")}
-    proc = subprocess.Popen([sys.executable, "-m", "lbreplay.cli", "collect", "--out", str(tmp_path / "out"),
-                             "--metadata-store", zookeeper, "--admin-url", "http://127.0.0.1:9",  # nothing listens
-                             "--interval", "1"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for(lambda: list((tmp_path / "out" / "loadbalance" / "brokers").rglob("*.json")), timeout=60)
-        wait_for(lambda: list((tmp_path / "out" / "collect" / "admin").glob("*.jsonl")), timeout=30)
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    with admin_server({}) as admin:  # reachable, refuses every request (401)
+        proc = subprocess.Popen([sys.executable, "-m", "lbreplay.cli", "collect", "--out", str(tmp_path / "out"),
+                                 "--metadata-store", zookeeper, "--admin-url", admin, "--interval", "1"], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_for(lambda: list((tmp_path / "out" / "loadbalance" / "brokers").rglob("*.json")), timeout=60)
+            wait_for(lambda: list((tmp_path / "out" / "collect" / "admin").glob("*.jsonl")), timeout=30)
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
     assert proc.returncode == 0, err
     session = read_json_lines(tmp_path / "out" / "collect" / "session.jsonl")
     assert [s["event"] for s in session] == ["start", "stop"]
     assert session[1]["signal"] is True and session[1]["brokers_versions"] == 1
-    assert session[1]["admin_failures"] >= 1  # the unreachable admin URL is recorded, not fatal
+    assert session[1]["admin_answered"] == 0  # the refusing admin URL is recorded, not fatal: the store answered
     poll = read_json_lines(min((tmp_path / "out" / "collect" / "admin").glob("*.jsonl")))
-    assert poll[0]["source"] == "load-report" and poll[0]["status"] is None and poll[0]["error"]
+    assert poll[0]["source"] == "load-report" and poll[0]["status"] == 401
+    assert f"collect: absent from this poll: GET {admin}/admin/v2/broker-stats/load-report -> HTTP 401" in err
     assert "collected into" in out

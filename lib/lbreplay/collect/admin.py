@@ -39,7 +39,9 @@ class AdminPoller:
         self.cluster = cluster
         self.timeout_s = timeout_s
         self.polls = 0
-        self.failures = 0
+        self.failures = 0  # requests without an HTTP answer (connection refused, timeout)
+        self.answered = 0  # requests answered 200
+        self.refused: list[dict[str, Any]] = []  # this poll's requests not answered 200 (status, or the error)
 
     def get(self, base: str, path: str) -> dict[str, Any]:
         """One GET -> a record line (status, body or error); never raises."""
@@ -59,11 +61,16 @@ class AdminPoller:
             rec["error"] = type(exc).__name__
             self.failures += 1
         rec["ms"] = int((time.time() - started) * 1000)
+        if rec["status"] == 200:
+            self.answered += 1
+        else:
+            self.refused.append({k: rec.get(k) for k in ("admin_url", "request", "status", "error")})
         return rec
 
     def poll(self) -> list[dict[str, Any]]:
         """All requests of one poll, as record lines (``source`` names what each is)."""
         lines: list[dict[str, Any]] = []
+        self.refused = []
         for base in self.urls:
             lines.append({"source": "load-report", **self.get(base, "/admin/v2/broker-stats/load-report")})
             lines.append({"source": "topics", **self.get(base, "/admin/v2/broker-stats/topics")})
@@ -89,8 +96,21 @@ class AdminPoller:
         return lines
 
     def write(self, out: Path, lines: list[dict[str, Any]], at_ms: int) -> Path:
+        """The poll as ``collect/admin/<stamp>.jsonl`` (atomic)."""
         import json
 
         path = out / "collect" / "admin" / f"{stamp(at_ms)}.jsonl"
         atomic_write(path, "".join(json.dumps(ln, sort_keys=True) + "\n" for ln in lines).encode("utf-8"))
         return path
+
+
+def refusal(rec: dict[str, Any]) -> str:
+    """One refused request for messages: ``GET http://b:8080/admin/v2/brokers/leaderBroker -> HTTP 403 (forbidden:
+    the role lacks this permission)`` or ``… -> ConnectionError (no answer)``."""
+    status = rec.get("status")
+    where = f"GET {rec.get('admin_url')}{rec.get('request')}"
+    if status is None:
+        return f"{where} -> {rec.get('error') or 'error'} (no answer)"
+    hint = {401: " (unauthorized: give --auth-plugin/--auth-params)",
+            403: " (forbidden: the role lacks this permission; a superuser or admin role reads every endpoint)"}
+    return f"{where} -> HTTP {status}{hint.get(int(status), '')}"

@@ -17,9 +17,13 @@ file                                                            content
                                                                 (source, admin URL, HTTP status, body)
 ``collect/extensible/service-unit-state.jsonl``                 service-unit state changes (extensible)
 ``collect/session.jsonl``                                       start / stop of each collect session
-``leader-decisions.log`` (optional, not written by ``collect``)  the leader's load-balancer log lines, copied in
-                                                                by the operator: ``ingest`` times the extensible
-                                                                leader's ``UnloadScheduler`` from them
+``leader-decisions.log`` (with ``--leader-log-dir``)             the brokers' load-balancer log lines, each
+                                                                prefixed with the broker's ``host:port``, in time
+                                                                order (:mod:`lbreplay.collect.leader_log_files`):
+                                                                ``ingest`` takes the leader's elections and shedding
+                                                                runs from them, the live audit its decisions
+``collect/leader-log-offsets.json``                             how far each broker log was read (a later session
+                                                                goes on from there)
 ==============================================================  =============================================
 
 ``<mtime>`` is the znode's modification time in epoch milliseconds (the moment the leader could first read that

@@ -30,7 +30,7 @@ from lbreplay.collect.layout import (
     safe_part,
     version_file,
 )
-from lbreplay.errors import UsageError
+from lbreplay.errors import InvalidInputError, UsageError
 
 ROOT = "/loadbalance"
 BROKERS = f"{ROOT}/brokers"
@@ -113,12 +113,14 @@ class MetadataStoreRecorder:
     """Watch ``/loadbalance`` on ZooKeeper and write each new version (see the module docstring)."""
 
     def __init__(self, metadata_store: str, out: Path, log: JsonLines, timeout_s: float = 30.0,
-                 client_kwargs: dict[str, Any] | None = None) -> None:
+                 client_kwargs: dict[str, Any] | None = None, connect_timeout_s: float = 15.0) -> None:
         from kazoo.client import KazooClient
 
         self.out = out
         self.log = log
         self.timeout_s = timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        self.metadata_store = metadata_store
         self.client = KazooClient(hosts=zk_hosts(metadata_store), timeout=timeout_s, **(client_kwargs or {}))
         self.queue: queue.Queue[tuple[str, str] | None] = queue.Queue()
         self.seen: dict[str, tuple[int, int]] = {}  # path -> (ctime, version) last written
@@ -135,9 +137,13 @@ class MetadataStoreRecorder:
         from kazoo.handlers.threading import KazooTimeoutError
 
         try:
-            self.client.start(timeout=self.timeout_s)
+            self.client.start(timeout=self.connect_timeout_s)
         except (KazooTimeoutError, KazooException) as exc:
-            raise UsageError(f"--metadata-store: cannot connect to ZooKeeper: {exc}") from None
+            self.client.stop()
+            self.client.close()
+            hosts = zk_hosts(self.metadata_store).split("/", 1)[0]
+            raise InvalidInputError(f"--metadata-store {self.metadata_store}: no ZooKeeper session with {hosts} "
+                                    f"within {self.connect_timeout_s:g} s ({type(exc).__name__})") from None
         self.client.add_listener(self._on_state)
         self._worker.start()
         self._watch_and_walk()
@@ -145,8 +151,9 @@ class MetadataStoreRecorder:
     def stop(self) -> None:
         """Drain what the watch reported, then close the session (pending reads finish; nothing half-written)."""
         self._stopped = True
-        self.queue.put(None)
-        self._worker.join(timeout=60)
+        if self._worker.is_alive():  # never started when start() failed
+            self.queue.put(None)
+            self._worker.join(timeout=60)
         try:
             self.client.stop()
             self.client.close()
