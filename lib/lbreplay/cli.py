@@ -15,7 +15,9 @@ import typer
 from lbreplay.errors import EXIT_FAILURE, EXIT_USAGE, LbReplayError, one_line_reason
 from lbreplay.paths import DEFAULT_LAKE
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Replay and what-if analysis of Pulsar load balancing.")
+# rich_markup_mode=None: help texts are printed as written (Pulsar spellings such as zk:host:2181[/chroot] are not Rich markup)
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Replay and what-if analysis of Pulsar load balancing.")
 
 LakeOpt = typer.Option(DEFAULT_LAKE, "--lake", help="Lake location (directory or storage URI).")
 MasterOpt = typer.Option(None, "--master", help="Spark master (default local[*]; spark-submit's wins).")
@@ -74,6 +76,12 @@ def collect(
         None, "--auth-params", help="token:<jwt> | file:///path/token | tlsCertFile:<p>,tlsKeyFile:<p> (never logged)."),
     tls_trust_cert_path: Optional[str] = typer.Option(None, "--tls-trust-cert-path", help="CA bundle for https/pulsar+ssl."),
     tls_allow_insecure: bool = typer.Option(False, "--tls-allow-insecure", help="Do not verify server certificates."),
+    leader_log_dir: Optional[Path] = typer.Option(
+        None, "--leader-log-dir",
+        help="The brokers' log files (one per broker, named host_port.log): their load-balancer lines go into "
+             "<out>/leader-decisions.log."),
+    check: bool = typer.Option(
+        False, "--check", help="Only connect and list what would be recorded and what is missing; exit 0 or 3."),
     quiet: bool = QuietOpt,
 ) -> None:
     """Record a live cluster's load-balancing state (every load-report version) for `ingest`."""
@@ -82,7 +90,8 @@ def collect(
     collect_command(admin_urls=admin_url, metadata_store=metadata_store, service_url=service_url, out=str(out),
                     cluster=cluster, interval=interval, duration=duration, auth_plugin=auth_plugin,
                     auth_params=auth_params, tls_trust_cert_path=tls_trust_cert_path,
-                    tls_allow_insecure=tls_allow_insecure, quiet=quiet)
+                    tls_allow_insecure=tls_allow_insecure, quiet=quiet, check=check,
+                    leader_log_dir=str(leader_log_dir) if leader_log_dir else None)
 
 
 @app.command()
