@@ -25,6 +25,7 @@ from lbreplay.collect.metadata_store import (
     LEADER,
     ROOT,
     TIME_AVERAGE,
+    connect,
     is_load_report,
     zk_hosts,
 )
@@ -127,15 +128,10 @@ def check_metadata_store(metadata_store: str, found: Findings) -> None:
     """Connect (bounded) and read what the recorder watches; a refused read (NoAuth) is a missing permission."""
     from kazoo.client import KazooClient
     from kazoo.exceptions import KazooException, NoAuthError
-    from kazoo.handlers.threading import KazooTimeoutError
 
     client = KazooClient(hosts=zk_hosts(metadata_store), timeout=ZK_CONNECT_S)
-    try:
-        client.start(timeout=ZK_CONNECT_S)
-    except (KazooTimeoutError, KazooException) as exc:
-        found.problem(f"--metadata-store {metadata_store}: TCP open but no ZooKeeper session within "
-                      f"{ZK_CONNECT_S:g} s ({type(exc).__name__})")
-        client.close()
+    if not connect(client, ZK_CONNECT_S):
+        found.problem(f"--metadata-store {metadata_store}: TCP open but no ZooKeeper session within {ZK_CONNECT_S:g} s")
         return
     try:
         found.add(f"metadata store {metadata_store}: connected")

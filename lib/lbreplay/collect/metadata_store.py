@@ -133,17 +133,10 @@ class MetadataStoreRecorder:
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def start(self) -> None:
-        from kazoo.exceptions import KazooException
-        from kazoo.handlers.threading import KazooTimeoutError
-
-        try:
-            self.client.start(timeout=self.connect_timeout_s)
-        except (KazooTimeoutError, KazooException) as exc:
-            self.client.stop()
-            self.client.close()
+        if not connect(self.client, self.connect_timeout_s):
             hosts = zk_hosts(self.metadata_store).split("/", 1)[0]
             raise InvalidInputError(f"--metadata-store {self.metadata_store}: no ZooKeeper session with {hosts} "
-                                    f"within {self.connect_timeout_s:g} s ({type(exc).__name__})") from None
+                                    f"within {self.connect_timeout_s:g} s")
         self.client.add_listener(self._on_state)
         self._worker.start()
         self._watch_and_walk()
@@ -272,6 +265,31 @@ class MetadataStoreRecorder:
         rec["file"] = str(target.relative_to(self.out))
         self.counts.versions[kind[0]] += 1
         self.log.write(rec)
+
+
+def connect(client: Any, timeout_s: float) -> bool:
+    """Start a kazoo client; False (the client closed in the background) when no session came within ``timeout_s``.
+    ``KazooClient.start(timeout)`` would wait for its connection attempt in flight to end before raising."""
+    event = client.start_async()
+    event.wait(timeout=timeout_s)
+    if client.connected:
+        return True
+    close_in_background(client)
+    return False
+
+
+def close_in_background(client: Any) -> None:
+    """Stop a kazoo client that never got a session without waiting: its connection thread finishes the attempt in
+    flight (a socket read bounded by the session timeout, 20 s of 30) in a daemon thread."""
+
+    def close() -> None:
+        try:
+            client.stop()
+            client.close()
+        except Exception:  # noqa: BLE001,S110 -- nothing to close cleanly without a session
+            pass
+
+    threading.Thread(target=close, name="lbreplay-collect-zk-close", daemon=True).start()
 
 
 def _now_ms() -> int:

@@ -141,7 +141,7 @@ def _nothing_recorded(rec: Recorders, root: Path, elapsed: float) -> InvalidInpu
     return InvalidInputError(f"collect: nothing recorded into {root} in {elapsed:.0f} s: {'; '.join(why)}")
 
 
-def collect_command(admin_urls: list[str], metadata_store: str | None, service_url: str | None, out: str,
+def collect_command(admin_urls: list[str], metadata_store: str | None, service_url: str | None, out: str | None,
                     cluster: str | None = None, interval: float = 60.0, duration: str | None = None,
                     auth_plugin: str | None = None, auth_params: str | None = None,
                     tls_trust_cert_path: str | None = None, tls_allow_insecure: bool = False,
@@ -160,6 +160,8 @@ def collect_command(admin_urls: list[str], metadata_store: str | None, service_u
         from lbreplay.collect.first_contact import check_command
 
         return {"problems": len(check_command(admin_urls, metadata_store, service_url, cluster, auth).problems)}
+    if not out:
+        raise UsageError("--out is required: the directory to record into (only --check goes without it)")
     require_reachable(targets)  # exit 3, one line, after bounded retries
     root = Path(out)
     logs = LeaderLogGatherer(Path(leader_log_dir), root) if leader_log_dir else None
@@ -175,12 +177,14 @@ def collect_command(admin_urls: list[str], metadata_store: str | None, service_u
                    "leader_log_dir": leader_log_dir})
     rec = Recorders(admin=AdminPoller(admin_urls, auth, cluster) if admin_urls else None, logs=logs)
     progress = Progress("collect", int(seconds) if seconds else 1, unit="s", quiet=quiet)
+    ran = False
     try:
         _start(rec, metadata_store, service_url, root, events, auth)
         progress.log(f"collect: recording into {root} (metadata store: {metadata_store or '-'}, "
                      f"admin: {len(admin_urls)} URL(s), leader logs: {leader_log_dir or '-'}, "
                      f"auth: {auth.describe()}); stop with SIGTERM or Ctrl-C")
         _record(rec, stop, started, seconds, interval, root, progress)
+        ran = True
     finally:
         rec.stop()
         counts = rec.counts()
@@ -189,7 +193,7 @@ def collect_command(admin_urls: list[str], metadata_store: str | None, service_u
         events.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        progress.finish(redraw=seconds is not None and not stop.is_set())
+        progress.finish(redraw=ran and seconds is not None and not stop.is_set())
     if not rec.recorded():
         raise _nothing_recorded(rec, root, time.time() - started)
     if not quiet:
