@@ -62,7 +62,8 @@ def ingest(
 
 @app.command()
 def collect(
-    out: Path = typer.Option(..., "--out", help="Directory to record into (the layout `ingest --source` reads)."),
+    out: Optional[Path] = typer.Option(
+        None, "--out", help="Directory to record into (the layout `ingest --source` reads); required unless --check."),
     admin_url: list[str] = typer.Option([], "--admin-url", help="A broker's admin URL, e.g. http://broker-1:8080 (repeat)."),
     metadata_store: Optional[str] = typer.Option(
         None, "--metadata-store", help="Watch the load reports here: zk:host:2181[,host:2181][/chroot]."),
@@ -87,7 +88,8 @@ def collect(
     """Record a live cluster's load-balancing state (every load-report version) for `ingest`."""
     from lbreplay.collect.recorder import collect_command
 
-    collect_command(admin_urls=admin_url, metadata_store=metadata_store, service_url=service_url, out=str(out),
+    collect_command(admin_urls=admin_url, metadata_store=metadata_store, service_url=service_url,
+                    out=str(out) if out else None,
                     cluster=cluster, interval=interval, duration=duration, auth_plugin=auth_plugin,
                     auth_params=auth_params, tls_trust_cert_path=tls_trust_cert_path,
                     tls_allow_insecure=tls_allow_insecure, quiet=quiet, check=check,
