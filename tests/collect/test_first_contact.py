@@ -186,3 +186,13 @@ def test_a_port_that_is_not_zookeeper_is_exit_3_and_the_stop_is_clean(tmp_path: 
         log.close()
     assert str(err.value) == f"--metadata-store {store}: no ZooKeeper session with {store[3:]} within 2 s"
     assert err.value.exit_code == 3
+
+
+def test_check_asks_for_the_cluster_when_the_admin_api_lists_several(tmp_path: Path) -> None:
+    answers = {**pulsar_answers("127.0.0.1:8080"), "/admin/v2/clusters": (200, ["c1", "c2"])}
+    with admin_server(answers) as url:
+        code, out, _, _ = run_collect("--check", "--admin-url", url)
+        ok, _, _, _ = run_collect("--check", "--admin-url", url, "--cluster", "c1")
+    assert code == 3 and ok == 0
+    assert ("  ! admin: cannot tell the cluster (GET /admin/v2/clusters lists none or several): give --cluster"
+            in out)

@@ -72,7 +72,7 @@ def check_admin(poller: AdminPoller, found: Findings) -> str | None:
     if "brokers" in by_source:
         brokers = by_source["brokers"].get("body") or []
         found.add(f"  active brokers: {len(brokers)} ({', '.join(map(str, brokers))})")
-    elif any(ln.get("status") == 200 for ln in lines):
+    elif not any(ln["source"] == "brokers" for ln in lines) and any(ln.get("status") == 200 for ln in lines):
         found.problem("admin: cannot tell the cluster (GET /admin/v2/clusters lists none or several): give --cluster")
     policies = [ln for ln in lines if ln["source"] == "namespace-policies"]
     found.add(f"  namespaces: {sum(ln.get('status') == 200 for ln in policies)} of {len(policies)} policies readable")
