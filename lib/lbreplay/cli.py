@@ -25,6 +25,8 @@ QuietOpt = typer.Option(False, "--quiet", help="No progress output.")
 _TS = "ISO-8601 UTC timestamp or date, e.g. 2023-08-02 or 2023-08-02T00:00:00Z"
 FromOpt = typer.Option(None, "--from", help=f"Replay only ticks at or after this time ({_TS}).")
 ToOpt = typer.Option(None, "--to", help=f"Replay only ticks before this time ({_TS}).")
+AllowUnknownKeysOpt = typer.Option(
+    False, "--allow-unknown-keys", help="A broker.conf key that looks like a typo of a Pulsar key: warn, do not refuse.")
 
 
 @app.command()
@@ -159,6 +161,7 @@ def replay(
     mode: Optional[str] = typer.Option(None, "--mode", help="closed-loop (what-if) or observed (audit)."),
     run_id: Optional[str] = typer.Option(None, "--run-id", help="Run id (default: derived from inputs+config+seed)."),
     seed: Optional[int] = typer.Option(None, "--seed"),
+    allow_unknown_keys: bool = AllowUnknownKeysOpt,
     from_: Optional[str] = FromOpt,
     to: Optional[str] = ToOpt,
     lake: str = LakeOpt,
@@ -171,13 +174,18 @@ def replay(
     from lbreplay.spark import lake_path
 
     with run_id_lock(lake_path(lake), [run_id] if run_id else []):
-        replay_command(cluster, config, broker_conf, set_, mode, run_id, seed, lake, master, quiet, window=(from_, to))
+        replay_command(cluster, config, broker_conf, set_, mode, run_id, seed, lake, master, quiet, window=(from_, to),
+                       allow_unknown_keys=allow_unknown_keys)
 
 
 @app.command()
 def sweep(
     cluster: str = typer.Option(..., "--cluster"),
     grid: str = typer.Option(..., "--grid", help="YAML with pulsar:/replay: base and a grid: of keys to lists."),
+    broker_conf: Optional[str] = typer.Option(
+        None, "--broker-conf", help="A real broker.conf (properties): the base the grid overrides."),
+    set_: list[str] = typer.Option([], "--set", help="Override one key in every run: key=value (wins over the grid)."),
+    allow_unknown_keys: bool = AllowUnknownKeysOpt,
     seed: Optional[int] = typer.Option(None, "--seed"),
     run_id_prefix: Optional[str] = typer.Option(
         None, "--run-id-prefix",
@@ -196,7 +204,8 @@ def sweep(
 
     ids = [f"{run_id_prefix}-{i:02d}" for i in range(1, len(expand_grid(grid)) + 1)] if run_id_prefix else []
     with run_id_lock(lake_path(lake), ids):
-        sweep_command(cluster, grid, seed, lake, master, quiet, run_id_prefix=run_id_prefix, window=(from_, to))
+        sweep_command(cluster, grid, seed, lake, master, quiet, run_id_prefix=run_id_prefix, window=(from_, to),
+                      broker_conf=broker_conf, sets=set_, allow_unknown_keys=allow_unknown_keys)
 
 
 @app.command()

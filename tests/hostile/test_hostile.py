@@ -557,7 +557,11 @@ def test_broker_conf_replay_records_typed_numbers(spark: Any, good_lake: str, tm
                   "--quiet")
     assert res.code == 0, res.err[-3000:]
     row = spark.read.format("delta").load(f"{lake}/runs").where("run_id = 'h-conf'").first()
-    assert json.loads(row["config"]) == {"loadBalancerBrokerThresholdShedderPercentage": 7}
+    # the line the run used is recorded: the sample's brokers report 3.1.0, a line lbreplay does not model, so the
+    # replay runs on 3.0 (the newest modelled line before it) and says so
+    assert json.loads(row["config"]) == {"loadBalancerBrokerThresholdShedderPercentage": 7, "pulsarVersion": "3.0"}
+    assert json.loads(row["replay_options"])["pulsarLine"]["source"] == "recording"
+    assert "replaying as Pulsar 3.0" in res.err
     assert row["status"] == "succeeded"
 
 

@@ -207,22 +207,33 @@ def typed_overrides(overrides: Mapping[str, Any], *, path: str = "config") -> di
     return out
 
 
-def parse_broker_conf(text: str) -> dict[str, str]:
-    """Read a ``broker.conf`` (Java properties: ``#``/``!`` comments, ``=``/``:`` separators, the last of duplicate
-    keys wins as in ``java.util.Properties.load``) and keep the load-balancer keys lbreplay knows, as strings
-    (:func:`typed_overrides` types them)."""
-    known = known_keys()
-    aliases = _defaults_doc().get("aliases", {})
-    out: dict[str, str] = {}
-    for line in text.splitlines():
+def broker_conf_entries(text: str) -> list[tuple[int, str, str]]:
+    """Every ``(line number, key, value)`` of a ``broker.conf`` (Java properties: ``#``/``!`` comments, ``=``/``:``
+    separators), in file order; the caller applies ``java.util.Properties.load``'s last-one-wins."""
+    out: list[tuple[int, str, str]] = []
+    for number, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line[0] in "#!":
             continue
         sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
         if sep < 0:
             continue
-        key, value = line[:sep].strip(), line[sep + 1 :].strip()
-        key = aliases.get(key, key)
+        out.append((number, line[:sep].strip(), line[sep + 1 :].strip()))
+    return out
+
+
+def canonical_key(key: str) -> str:
+    """``key`` with an older spelling mapped to the current one (``aliases`` in ``conf/pulsar/defaults.yaml``)."""
+    return str(_defaults_doc().get("aliases", {}).get(key, key))
+
+
+def parse_broker_conf(text: str) -> dict[str, str]:
+    """Read a ``broker.conf`` (the last of duplicate keys wins as in ``java.util.Properties.load``) and keep the
+    load-balancer keys lbreplay knows, as strings (:func:`typed_overrides` types them)."""
+    known = known_keys()
+    out: dict[str, str] = {}
+    for _, key, value in broker_conf_entries(text):
+        key = canonical_key(key)
         if key in known and value != "":
             out[key] = value
     return out

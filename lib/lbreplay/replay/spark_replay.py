@@ -34,6 +34,7 @@ from pyspark.sql import functions as F
 from lbreplay.errors import InvalidInputError, UsageError
 from lbreplay.lake import tables
 from lbreplay.lake.dump_tables import BROKER_LOAD_DATA_EXT, BUNDLE_DATA, TOP_BUNDLES_LOAD_DATA
+from lbreplay.lake.recorded_line import choose_line, recorded_versions
 from lbreplay.lake.storage import partition_bytes, remove_path, run_concurrently
 from lbreplay.lake.validation import require_validated
 from lbreplay.lake.views import ensure_views
@@ -44,7 +45,7 @@ from lbreplay.replay.payload import TASK_ROW_SCHEMA
 from lbreplay.replay.preparation import input_versions, namespace_policies_json, prepare, read_pinned
 from lbreplay.replay.records import RunSpec
 from lbreplay.replay.replay_task import run_partition
-from lbreplay.replay.run_config import expand_grid, resolve_run_config
+from lbreplay.replay.run_config import ConfigSpec, RunIntake, finish, grid_points, read_run_config
 from lbreplay.spark import get_spark, lake_path
 
 if TYPE_CHECKING:
@@ -53,7 +54,6 @@ if TYPE_CHECKING:
 # Audit slices replay this many ticks before their own to rebuild strategy state (EWMA h=0.9 keeps 0.9**120
 # = 3e-6 of its start; bundle averages take one sample per report write, so they saturate far sooner).
 AUDIT_WARMUP_TICKS = 120
-ConfigSpec = tuple[dict[str, Any], dict[str, Any]]  # (pulsar keys, replay options)
 
 
 def _progress(quiet: bool, msg: str) -> None:
@@ -212,29 +212,53 @@ def quick_jit(lake: str, cluster: str, specs: list[ConfigSpec]) -> bool:
     return size is not None and size < QUICK_JIT_MAX_BYTES
 
 
+def with_lines(spark: SparkSession, lake: str, cluster: str, window: TimeWindow | None, intakes: list[RunIntake],
+               quiet: bool) -> list[ConfigSpec]:
+    """Each run's Pulsar line (``lake.recorded_line``: explicit, else the recording's, else the default) applied to
+    its intake; the line is stated once per distinct choice (progress), each warning once (stderr)."""
+    seen = recorded_versions(spark, lake, cluster, window)
+    specs, said = [], set()
+    for intake in intakes:
+        choice = choose_line(seen, intake.explicit_version)
+        specs.append(finish(intake, choice))
+        for warning in [*intake.warnings, *choice.warnings]:
+            if warning not in said:
+                said.add(warning)
+                print(f"warning: {warning}", file=sys.stderr, flush=True)
+        if choice.message() not in said:
+            said.add(choice.message())
+            _progress(quiet, choice.message())
+    return specs
+
+
 def replay_command(cluster: str, config: str | None, broker_conf: str | None, sets: list[str], mode: str | None,
                    run_id: str | None, seed: int | None, lake: str, master: str | None, quiet: bool,
-                   window: tuple[str | None, str | None] = (None, None)) -> None:
+                   window: tuple[str | None, str | None] = (None, None), allow_unknown_keys: bool = False) -> None:
     """``lbreplay replay``; ``window`` is the ``--from`` / ``--to`` flag values."""
     span = window_from_flags(*window)
-    pulsar, replay = resolve_run_config(config, broker_conf, sets)
+    intake = read_run_config(config, broker_conf, sets, allow_unknown_keys)
     if mode:
         if mode not in ("closed-loop", "observed"):
             raise UsageError(f"--mode: expected closed-loop or observed, got {mode!r}")
-        replay["mode"] = mode
-    spark = get_spark(lake, master=master, quick_jit=quick_jit(lake, cluster, [(pulsar, replay)]))
-    ids = execute(spark, lake_path(lake), cluster, [(pulsar, replay)], run_ids=[run_id] if run_id else None,
+        intake.replay["mode"] = mode
+    spark = get_spark(lake, master=master, quick_jit=quick_jit(lake, cluster, [(intake.pulsar, intake.replay)]))
+    specs = with_lines(spark, lake_path(lake), cluster, span, [intake], quiet)
+    ids = execute(spark, lake_path(lake), cluster, specs, run_ids=[run_id] if run_id else None,
                   seed=seed, quiet=quiet, window=span)
     print(ids[0])
 
 
 def sweep_command(cluster: str, grid: str, seed: int | None, lake: str, master: str | None, quiet: bool,
-                  run_id_prefix: str | None = None, window: tuple[str | None, str | None] = (None, None)) -> None:
+                  run_id_prefix: str | None = None, window: tuple[str | None, str | None] = (None, None),
+                  broker_conf: str | None = None, sets: list[str] | None = None,
+                  allow_unknown_keys: bool = False) -> None:
     """``lbreplay sweep``; with ``run_id_prefix`` the runs are ``<prefix>-01``, ``<prefix>-02`` … in grid order
-    (``expand_grid``'s order), so a scheduler can name them before they exist and re-runs replace them."""
+    (``grid_points``' order), so a scheduler can name them before they exist and re-runs replace them.
+    ``broker_conf`` is the base the grid overrides, ``sets`` override every point."""
     span = window_from_flags(*window)
-    specs = expand_grid(grid)
-    run_ids = [f"{run_id_prefix}-{i:02d}" for i in range(1, len(specs) + 1)] if run_id_prefix else None
-    spark = get_spark(lake, master=master, quick_jit=quick_jit(lake, cluster, specs))
+    points = grid_points(grid, broker_conf, sets, allow_unknown_keys)
+    run_ids = [f"{run_id_prefix}-{i:02d}" for i in range(1, len(points) + 1)] if run_id_prefix else None
+    spark = get_spark(lake, master=master, quick_jit=quick_jit(lake, cluster, [(p.pulsar, p.replay) for p in points]))
+    specs = with_lines(spark, lake_path(lake), cluster, span, points, quiet)
     for rid in execute(spark, lake_path(lake), cluster, specs, run_ids=run_ids, seed=seed, quiet=quiet, window=span):
         print(rid)
