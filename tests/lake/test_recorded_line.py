@@ -120,3 +120,28 @@ def test_recorded_versions_of_an_upgrade(spark: Any, tmp_path: Path) -> None:
         choose_line(seen, None)
     after = recorded_versions(spark, lake, "up", window_from_flags("2026-11-25T20:15:00Z", None))
     assert choose_line(after, None).line == "4.0"
+
+
+
+def test_replay_refuses_the_upgrade_unless_the_line_is_explicit(spark: Any, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """What ``replay`` / ``sweep`` do with the session they opened (spark_replay.with_lines): refuse the upgrade
+    (exit 2), or with an explicit line warn and record it; the line stated on stderr."""
+    from pyspark.sql import functions as F
+
+    from lbreplay.replay.run_config import read_run_config
+    from lbreplay.replay.spark_replay import with_lines
+
+    rows = [("mix", T0 + dt.timedelta(minutes=m), "b1:8080", v) for m, v in [(0, "3.3.6"), (10, "4.0.7")]]
+    lake = str(tmp_path / "lake")
+    (spark.createDataFrame(rows, "cluster STRING, ts TIMESTAMP, broker STRING, broker_version STRING")
+     .withColumn("date", F.to_date("ts")).write.format("delta").save(f"{lake}/broker_load"))
+    with pytest.raises(UsageError, match=r"several Pulsar lines \(3\.3\.6 .*, 4\.0\.7 "):
+        with_lines(spark, lake, "mix", None, [read_run_config(None)], quiet=False)
+    [(pulsar, replay)] = with_lines(spark, lake, "mix", None, [read_run_config(None, sets=["pulsarVersion=4.0"])],
+                                    quiet=False)
+    assert pulsar == {"pulsarVersion": "4.0"}
+    assert replay["pulsarLine"] == {"line": "4.0", "source": "explicit", "detail": "explicit"}
+    err = capsys.readouterr().err
+    assert "warning: pulsarVersion 4.0 (explicit) differs from the recording: brokers report 3.3.6" in err
+    assert "Pulsar line 4.0 (explicit)" in err
