@@ -29,7 +29,9 @@ from lbreplay.lake.dump_tree import (
     BROKER_LOAD_DATA,
     BUNDLE_DATA_KIND,
     KINDS,
+    LEADER_LOG_KIND,
     LOCAL_BROKER_DATA,
+    METADATA_VERSIONS_KIND,
     TIME_AVERAGE_BROKER_DATA,
     TIME_AVERAGE_FIELDS,
     TOP_BUNDLES_KIND,
@@ -42,6 +44,7 @@ from lbreplay.lake.dump_tree import (
     snapshot_tick,
     tick_of,
 )
+from lbreplay.lake.registry import INGESTED
 from lbreplay.lake.tables import BROKER_LOAD, BUNDLE_LOAD, RESOURCES, Table
 
 #: JSON names of the five resources (LocalBrokerData / BrokerLoadData) in lbreplay's column order.
@@ -54,23 +57,14 @@ _RATES = {
 }
 _BUNDLE_RE = re.compile(r"(?P<ns>.+)/(?P<range>0x[0-9a-fA-F]{1,8}_0x[0-9a-fA-F]{1,8})")
 
-#: Tables ``ingest`` writes (replaced per cluster), in write order.
-INGEST_TABLES: tuple[Table, ...] = (
-    BROKER_LOAD,
-    BUNDLE_LOAD,
-    BUNDLE_DATA,
-    BROKER_TIME_AVERAGE,
-    BROKER_LOAD_DATA_EXT,
-    TOP_BUNDLES_LOAD_DATA,
-    LEADER_ELECTION,
-    SHEDDING_RUN,
-)
+#: Tables ``ingest`` writes (replaced per cluster), in write order: the registry's ingested tables.
+INGEST_TABLES: tuple[Table, ...] = INGESTED
 #: ``collect``'s record of znode versions (``lbreplay.collect.layout``) and the leader's znode in it.
-METADATA_VERSIONS = Path("collect") / "metadata-versions.jsonl"
+METADATA_VERSIONS = Path(METADATA_VERSIONS_KIND)
 LEADER_PATH = "/loadbalance/leader"
 EXTENSION_LEADER_PATH = "/loadbalance/extension/leader"  # ExtensibleLoadManagerImpl's LeaderElectionService
 #: the leader's log lines, when the dump carries them (``collect/layout``): when its timed tasks really ran
-LEADER_LOG = Path("leader-decisions.log")
+LEADER_LOG = Path(LEADER_LOG_KIND)
 
 
 def split_bundle(name: str) -> tuple[str | None, int | None, int | None]:

@@ -19,7 +19,25 @@ the ``lbreplay`` database, input tables partitioned by ``cluster`` and ``date``)
 
 from __future__ import annotations
 
-from lbreplay.lake.tables import BUNDLE_STATS_COLUMNS, DATE_COLUMN, RESOURCE_UNITS, RESOURCES, Column, Table
+from lbreplay.lake.dump_tree import (
+    BROKER_LOAD_DATA,
+    BUNDLE_DATA_KIND,
+    LEADER_LOG_KIND,
+    METADATA_VERSIONS_KIND,
+    TIME_AVERAGE_BROKER_DATA,
+    TOMBSTONE_KIND,
+    TOP_BUNDLES_KIND,
+)
+from lbreplay.lake.tables import (
+    BUNDLE_STATS_COLUMNS,
+    DATE_COLUMN,
+    DERIVED,
+    INPUT,
+    RESOURCE_UNITS,
+    RESOURCES,
+    Column,
+    Table,
+)
 
 
 def _c(name: str, type_: str, comment: str, nullable: bool = True) -> Column:
@@ -71,6 +89,7 @@ BUNDLE_DATA = Table(
     ("cluster", "date"),
     ("cluster", "ts", "bundle"),
     "Leader-side bundle history (BundleData: short/long-term TimeAverageMessageData) from /loadbalance/bundle-data dumps.",
+    validated=True, replayed=True, dump_kinds=(BUNDLE_DATA_KIND,),
 )
 
 BROKER_TIME_AVERAGE = Table(
@@ -92,6 +111,7 @@ BROKER_TIME_AVERAGE = Table(
     ("cluster", "date"),
     ("cluster", "ts", "broker"),
     "TimeAverageBrokerData snapshots from /loadbalance/broker-time-average dumps.",
+    validated=True, dump_kinds=(TIME_AVERAGE_BROKER_DATA,),
 )
 
 BROKER_LOAD_DATA_EXT = Table(
@@ -118,6 +138,7 @@ BROKER_LOAD_DATA_EXT = Table(
     ("cluster", "date"),
     ("cluster", "ts", "broker"),
     "Extensible load manager BrokerLoadData (loadbalancer-broker-load-data topic) snapshots.",
+    validated=True, replayed=True, dump_kinds=(BROKER_LOAD_DATA, TOMBSTONE_KIND),
 )
 
 TOP_BUNDLES_LOAD_DATA = Table(
@@ -135,6 +156,7 @@ TOP_BUNDLES_LOAD_DATA = Table(
     ("cluster", "date"),
     ("cluster", "ts", "broker", "bundle"),
     "Extensible load manager TopBundlesLoadData (loadbalancer-top-bundles-load-data topic): each broker's top-K bundles.",
+    validated=True, replayed=True, dump_kinds=(TOP_BUNDLES_KIND,),
 )
 
 LEADER_ELECTION = Table(
@@ -151,6 +173,7 @@ LEADER_ELECTION = Table(
     ("cluster", "ts"),
     "Elections of the load manager's leader (LeaderElectionService, /loadbalance/leader or /loadbalance/extension/"
     "leader), from collect's record.",
+    validated=True, replayed=True, dump_kinds=(METADATA_VERSIONS_KIND,),
 )
 
 SHEDDING_RUN = Table(
@@ -164,6 +187,7 @@ SHEDDING_RUN = Table(
     ("cluster", "date"),
     ("cluster", "ts"),
     "Runs of the leader's shedding task, from its log in the dump: an audit holds the reports it read then.",
+    validated=True, replayed=True, dump_kinds=(LEADER_LOG_KIND,),
 )
 
 VALIDATION_RUNS = Table(
@@ -183,10 +207,11 @@ VALIDATION_RUNS = Table(
     ("cluster",),
     ("cluster", "table_name", "delta_version", "validated_at"),
     "Validation status per (cluster, table, Delta version); replays refuse unvalidated or failing input.",
+    role=DERIVED,
 )
 
-DUMP_TABLES: dict[str, Table] = {
-    t.name: t for t in (BUNDLE_DATA, BROKER_TIME_AVERAGE, BROKER_LOAD_DATA_EXT, TOP_BUNDLES_LOAD_DATA, LEADER_ELECTION,
-                        SHEDDING_RUN)
-}
+#: The tables this module declares, in the registry's order (:mod:`lbreplay.lake.registry`).
+TABLES: tuple[Table, ...] = (BUNDLE_DATA, BROKER_TIME_AVERAGE, BROKER_LOAD_DATA_EXT, TOP_BUNDLES_LOAD_DATA,
+                             LEADER_ELECTION, SHEDDING_RUN, VALIDATION_RUNS)
+DUMP_TABLES: dict[str, Table] = {t.name: t for t in TABLES if t.role == INPUT}
 """Input tables written by ``lbreplay ingest`` in addition to ``broker_load`` and ``bundle_load``."""

@@ -54,6 +54,7 @@ from lbreplay.lake.dump_tables import (
     SHEDDING_RUN,
     TOP_BUNDLES_LOAD_DATA,
 )
+from lbreplay.lake.registry import VALIDATED
 from lbreplay.lake.storage import is_large
 from lbreplay.lake.tables import (
     BROKER_LOAD,
@@ -72,19 +73,9 @@ TOPIC_NAME_REGEX = r"^(persistent|non-persistent)://[^/]+/[^/]+(/[^/]+)?/[^/].*$
 NAMESPACE_REGEX = r"^[^/]+/[^/]+(/[^/]+)?$"
 MAX_HASH = 0xFFFFFFFF
 
-#: Tables validated, in this order (inputs, then the dump tables ingest adds).
-VALIDATED_TABLES: tuple[Table, ...] = (
-    BROKER_LOAD,
-    BUNDLE_LOAD,
-    TOPIC_LOAD,
-    NAMESPACE_POLICY,
-    BUNDLE_DATA,
-    BROKER_TIME_AVERAGE,
-    BROKER_LOAD_DATA_EXT,
-    TOP_BUNDLES_LOAD_DATA,
-    LEADER_ELECTION,
-    SHEDDING_RUN,
-)
+#: Tables validated, in this order: the registry's inputs declared ``validated`` (each has its suite in
+#: :data:`SUITES`, keyed by table name).
+VALIDATED_TABLES: tuple[Table, ...] = VALIDATED
 
 
 @dataclass(frozen=True)

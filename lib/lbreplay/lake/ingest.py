@@ -54,9 +54,10 @@ negative or non-finite numbers, malformed bundle names and overlapping ranges ar
 Pulsar's objects default (NamespaceBundleStats counters, LocalBrokerData totals) take Pulsar's default when absent:
 0 for counters, and for LocalBrokerData totals the sums over ``lastStats`` (``LocalBrokerData.updateBundleData``).
 
-Every table ingest writes is replaced for the cluster as a whole (``replace_partitions`` where
-``cluster = …``), including tables the dump has no rows for; ``topic_load`` and ``namespace_policy`` are not
-touched. With ``--since`` / ``--until`` (a half-open UTC window ``[since, until)``, see
+The tables ingest writes are the registry's ingested ones (:data:`lbreplay.lake.registry.INGESTED`: each declares
+the dump sources above it is filled from). Every table ingest writes is replaced for the cluster as a whole
+(``replace_partitions`` where ``cluster = …``), including tables the dump has no rows for; ``topic_load`` and
+``namespace_policy`` are not touched. With ``--since`` / ``--until`` (a half-open UTC window ``[since, until)``, see
 :mod:`lbreplay.lake.window`) only snapshots whose tick falls in the window are loaded, and only the cluster's
 rows in the window are replaced (``replaceWhere`` on cluster, the ``date`` partitions and the ``ts`` range; one
 commit per table), so ingesting day D keeps day D-1; ``leader_election`` takes every election before the window's

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 
 from lbreplay.lake import storage
-from lbreplay.lake.expectations import VALIDATED_TABLES, Rule
+from lbreplay.lake.expectations import Rule
+from lbreplay.lake.registry import table_named
 from lbreplay.lake.tables import Table
 
 if TYPE_CHECKING:
@@ -43,12 +44,11 @@ def fingerprints(frames: dict[str, DataFrame]) -> dict[tuple[str, str], tuple[in
     The fingerprint changes whenever the cluster's rows change."""
     if not frames:
         return {}
-    tables = {t.name: t for t in VALIDATED_TABLES}
     parts = [
         df.select(
             F.lit(name).alias("t"),
             F.col("cluster").alias("c"),
-            row_hash(tables[name]).alias("h"),
+            row_hash(table_named(name)).alias("h"),
         )
         for name, df in frames.items()
     ]

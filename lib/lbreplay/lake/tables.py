@@ -2,6 +2,11 @@
 registration in the ``lbreplay`` database, and atomic writes.
 
 Input tables are partitioned by ``cluster`` and ``date`` (UTC day of ``ts``); output tables by ``run_id``.
+
+Each :class:`Table` is also its entry in the lake's registry of tables (:mod:`lbreplay.lake.registry`): besides
+its schema, key and partitioning it declares its role, whether ``validate`` runs a suite on it, whether the replay
+reads it, which dump sources ``ingest`` fills it from, whether ``generate`` writes it, whether the SQL views read it
+and whether every lake has it from the start. Consumers iterate the registry; no other module lists table names.
 """
 
 from __future__ import annotations
@@ -9,7 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from lbreplay.lake.dump_tree import LOCAL_BROKER_DATA
+
 DATABASE = "lbreplay"
+#: A table's role: read by validate and the replay (an input), written by ``validate`` from the inputs
+#: (derived), or written by replays (an output).
+INPUT, DERIVED, OUTPUT = "input", "derived", "output"
+ROLES = (INPUT, DERIVED, OUTPUT)
 RESOURCES = ("cpu", "memory", "direct_memory", "bandwidth_in", "bandwidth_out")
 RESOURCE_UNITS = {
     "cpu": "percent of one core (limit = 100 x cores)",
@@ -37,6 +48,37 @@ class Table:
     comment: str
     #: Delta table properties set at creation, e.g. which columns get file statistics
     properties: tuple[tuple[str, str], ...] = ()
+    # ---- the table's registry entry (lbreplay.lake.registry)
+    role: str = INPUT
+    #: an input declares it: True = ``lbreplay validate`` runs its suite (``lake.expectations.SUITES[name]``) and
+    #: replays require it validated; False = not validated. None (undeclared) is refused for an input.
+    validated: bool | None = None
+    #: the replay pins its Delta version and reads it (``replay.preparation``; recorded in ``runs.input_versions``)
+    replayed: bool = False
+    #: the dump sources ``lbreplay ingest`` fills it from (``lake.dump_tree.DUMP_SOURCES``); () = not ingested
+    dump_kinds: tuple[str, ...] = ()
+    #: ``lbreplay generate`` writes it (the DESIGN.md §4 input tables)
+    generated: bool = False
+    #: the SQL views (``lake.views``) read it: registered before they are created
+    viewed: bool = False
+    #: every lake has it from the start (``ensure_tables()``, so ``lbreplay sql`` sees it empty); else it is created
+    #: at its first write, and registered by ``lbreplay sql`` once it exists
+    eager: bool = False
+
+    def __post_init__(self) -> None:
+        """A registry entry that contradicts itself is a programming error, refused at import."""
+        if self.role not in ROLES:
+            raise ValueError(f"table {self.name}: role {self.role!r} is not one of {', '.join(ROLES)}")
+        if self.role == INPUT and self.validated is None:
+            raise ValueError(f"table {self.name}: an input table declares validated=True (with its suite in "
+                             "lake.expectations) or validated=False")
+        if self.role != INPUT and (self.validated or self.replayed or self.dump_kinds or self.generated):
+            raise ValueError(f"table {self.name}: only an input table is validated, replayed, ingested or generated")
+
+    @property
+    def ingested(self) -> bool:
+        """``lbreplay ingest`` writes it (replaced per cluster, even when the dump has no rows for it)."""
+        return bool(self.dump_kinds)
 
     def ddl_columns(self) -> str:
         parts = []
@@ -100,6 +142,7 @@ BROKER_LOAD = Table(
     ("cluster", "date"),
     ("cluster", "ts", "broker"),
     "One row per broker report as the leader saw it (LocalBrokerData). A broker without a row at a ts is not alive.",
+    validated=True, replayed=True, dump_kinds=(LOCAL_BROKER_DATA,), generated=True, eager=True,
 )
 
 # NamespaceBundleStats, as bundle_load and the extensible top-bundles dump carry it
@@ -130,6 +173,7 @@ BUNDLE_LOAD = Table(
     ("cluster", "ts", "broker", "bundle"),
     "One row per bundle per reporting broker per snapshot from its lastStats (NamespaceBundleStats); a bundle "
     "moving between brokers may be listed by both in one tick.",
+    validated=True, replayed=True, dump_kinds=(LOCAL_BROKER_DATA,), generated=True, viewed=True, eager=True,
 )
 
 TOPIC_LOAD = Table(
@@ -153,6 +197,7 @@ TOPIC_LOAD = Table(
     # file statistics (data skipping) on ts only: readers select by cluster (a partition) and ts, and collecting
     # min/max/null counts of every column of the largest table costs a large share of writing it
     (("delta.dataSkippingStatsColumns", "ts"),),
+    validated=True, replayed=True, generated=True, eager=True,
 )
 
 NAMESPACE_POLICY = Table(
@@ -171,6 +216,7 @@ NAMESPACE_POLICY = Table(
     ("cluster",),
     ("cluster", "namespace"),
     "Optional namespace policies (bundles, anti-affinity, isolation, shedding exclusion).",
+    validated=True, replayed=True, generated=True, eager=True,
 )
 
 QUARANTINE = Table(
@@ -186,10 +232,8 @@ QUARANTINE = Table(
     ("table_name",),
     (),
     "Rows that failed validation, with the rule that failed.",
+    role=DERIVED, eager=True,
 )
-
-INPUT_TABLES: dict[str, Table] = {t.name: t for t in (BROKER_LOAD, BUNDLE_LOAD, TOPIC_LOAD, NAMESPACE_POLICY)}
-ALL_TABLES: dict[str, Table] = {**INPUT_TABLES, QUARANTINE.name: QUARANTINE}
 
 
 def table_location(lake: str, name: str) -> str:
@@ -277,6 +321,7 @@ RUNS = Table(
     ("run_id",),
     ("run_id",),
     "One row per replay run; a run's rows in the other output tables are valid when its status is succeeded.",
+    role=OUTPUT, viewed=True, eager=True,
 )
 
 OWNERSHIP = Table(
@@ -297,6 +342,7 @@ OWNERSHIP = Table(
     ("run_id",),
     ("run_id", "bundle", "from_tick"),
     "Who owned what when, as intervals [from, to).",
+    role=OUTPUT, eager=True,
 )
 
 DECISIONS = Table(
@@ -319,6 +365,7 @@ DECISIONS = Table(
     ("run_id",),
     ("run_id", "seq"),
     "Every load-balancing decision of a run.",
+    role=OUTPUT, viewed=True, eager=True,
 )
 
 BROKER_TICKS = Table(
@@ -342,6 +389,7 @@ BROKER_TICKS = Table(
     ("run_id",),
     ("run_id", "tick", "broker"),
     "Per broker per tick load as replayed (modelled, not the leader's stale view).",
+    role=OUTPUT, viewed=True, eager=True,
 )
 
 RUN_METRICS = Table(
@@ -354,7 +402,16 @@ RUN_METRICS = Table(
     ("run_id",),
     ("run_id", "metric"),
     "KPIs of a run.",
+    role=OUTPUT, viewed=True, eager=True,
 )
 
-OUTPUT_TABLES: dict[str, Table] = {t.name: t for t in (RUNS, OWNERSHIP, DECISIONS, BROKER_TICKS, RUN_METRICS)}
-ALL_TABLES.update(OUTPUT_TABLES)
+#: The tables this module declares, in the registry's order (:mod:`lbreplay.lake.registry` joins them with
+#: :data:`lbreplay.lake.dump_tables.TABLES`).
+TABLES: tuple[Table, ...] = (BROKER_LOAD, BUNDLE_LOAD, TOPIC_LOAD, NAMESPACE_POLICY, QUARANTINE,
+                             RUNS, OWNERSHIP, DECISIONS, BROKER_TICKS, RUN_METRICS)
+#: The DESIGN.md §4 input tables (``generate`` writes them).
+INPUT_TABLES: dict[str, Table] = {t.name: t for t in TABLES if t.generated}
+#: The tables every lake has from the start (:func:`ensure_tables`' default): the DESIGN.md §4 inputs, the
+#: quarantine and the outputs; the dump tables and ``validation_runs`` are created at their first write.
+ALL_TABLES: dict[str, Table] = {t.name: t for t in TABLES if t.eager}
+OUTPUT_TABLES: dict[str, Table] = {t.name: t for t in TABLES if t.role == OUTPUT}
