@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lbreplay.lake.tables import DATABASE, RESOURCES
+from lbreplay.lake.registry import VIEWED, by_name
+from lbreplay.lake.tables import DATABASE, RESOURCES, ensure_tables
 
 # run_metrics names (lbreplay.replay.metrics.RunMetrics.rows) promoted to strategy_comparison columns, in order.
 KPI_METRICS: tuple[str, ...] = (
@@ -37,8 +38,8 @@ KPI_METRICS: tuple[str, ...] = (
 )
 
 VIEW_NAMES: tuple[str, ...] = ("moves", "broker_timeline", "strategy_comparison")
-# the tables the views read (registered by ensure_views before it creates them)
-VIEW_TABLES: tuple[str, ...] = ("runs", "decisions", "bundle_load", "broker_ticks", "run_metrics")
+# the tables the views read (registered by ensure_views before it creates them): the registry's ``viewed`` tables
+VIEW_TABLES: tuple[str, ...] = tuple(t.name for t in VIEWED)
 
 
 def _sql_str(value: str) -> str:
@@ -133,9 +134,7 @@ def ensure_views(spark: Any, lake: str | None = None, database: str = DATABASE) 
     if lake is None:
         lake = spark.conf.get("lbreplay.lake", None) or ""
     if lake and database == DATABASE:
-        from lbreplay.lake.tables import ALL_TABLES, ensure_tables
-
-        ensure_tables(spark, lake, {name: ALL_TABLES[name] for name in VIEW_TABLES})
+        ensure_tables(spark, lake, by_name(VIEWED))
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {database}")
     names = []
     for name in VIEW_NAMES:
