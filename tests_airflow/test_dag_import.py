@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import datetime as dt
+import re
 import subprocess
 import sys
 import textwrap
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import DAGS, PROJECT_VENV, REPO
+from conftest import DAGS, REPO
 
 DAG_FILE = DAGS / "lbreplay_daily.py"
 CLUSTER = "sample-modular"
@@ -41,11 +42,12 @@ def _render(task: Any, dag: Any, field: str, *, day: dt.datetime, params: dict[s
             interval: bool = True) -> Any:
     """Render one templated operator field with the context a run of the data interval ``day`` would see
     (``interval=False``: a manual run without a logical date, whose context has no data_interval_* keys)."""
-    from airflow.sdk.execution_time.context import MacrosAccessor
+    from airflow.sdk.execution_time.context import MacrosAccessor, VariableAccessor
 
     context = {
         "params": params,
         "macros": MacrosAccessor(),
+        "var": {"value": VariableAccessor(deserialize_json=False)},  # Variables: AIRFLOW_VAR_* in the environment
         "dag_run": type("Run", (), {"run_after": day + dt.timedelta(days=1)})(),
     }
     if interval:
@@ -119,8 +121,29 @@ def test_task_ids_and_dependencies(dag: Any) -> None:
     assert t["report"].downstream_task_ids == set()
 
 
+VARIABLES = {
+    "lbreplay_python": "/opt/lbreplay/bin/python",
+    "lbreplay_env_archive": "hdfs:///apps/lbreplay/lbreplay-env.tar.gz",
+    "lbreplay_spark_home": "/opt/spark-4.1.4",
+    "lbreplay_conf_dir": "/opt/lbreplay/conf",
+    "lbreplay_lake": "s3a://bucket/lake",
+    "lbreplay_jobs_dir": "/opt/lbreplay/jobs",
+}
+DAY = dt.datetime(2023, 8, 2, tzinfo=dt.timezone.utc)
+
+
+def _rendered(task: Any, dag: Any, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The fields the Variables drive, rendered for DAY, then settled as the operator does before spark-submit."""
+    settle = sys.modules[type(task).__module__].settle  # the DAG module as the DagBag loaded it
+    r = {f: _render(task, dag, f, day=DAY, params=params or {"lake": "", "reports_dir": ""})
+         for f in ("application", "conf", "env_vars", "application_args")}
+    r["conf"], r["env_vars"] = settle(r["conf"], r["env_vars"])
+    return r
+
+
 def test_tasks_are_spark_submits_of_the_project_jobs(dag: Any) -> None:
-    """Every task is a SparkSubmitOperator running jobs/<cmd>.py with the project's Python and Delta."""
+    """Every task is a SparkSubmitOperator running jobs/<cmd>.py with Delta; with no Variable set: the jobs beside
+    the DAG folder, python3 as driver and executor Python, no archive, spark-submit from PATH, the default lake."""
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
     jobs = {"ingest": "ingest", "validate": "validate", "replay_baseline": "replay",
@@ -128,15 +151,50 @@ def test_tasks_are_spark_submits_of_the_project_jobs(dag: Any) -> None:
     for step, job in jobs.items():
         task = dag.get_task(f"{CLUSTER}.{step}")
         assert isinstance(task, SparkSubmitOperator)
-        assert Path(task.application) == REPO / "jobs" / f"{job}.py"
-        assert Path(task.application).is_file()
-        assert task.conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
-        assert task.conf["spark.sql.catalog.spark_catalog"] == "org.apache.spark.sql.delta.catalog.DeltaCatalog"
-        assert task.conf["spark.pyspark.python"] == str(PROJECT_VENV / "bin" / "python")
-        assert task.env_vars["PYSPARK_PYTHON"] == str(PROJECT_VENV / "bin" / "python")
-        assert task.env_vars["PATH"].split(":")[0] == str(PROJECT_VENV / "bin")
+        r = _rendered(task, dag)
+        assert Path(r["application"]) == REPO / "jobs" / f"{job}.py"
+        assert Path(r["application"]).is_file()
+        assert r["conf"]["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
+        assert r["conf"]["spark.sql.catalog.spark_catalog"] == "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+        assert (r["conf"]["spark.pyspark.python"], r["conf"]["spark.pyspark.driver.python"]) == ("python3", "python3")
+        assert not {"spark.archives", "spark.executorEnv.LBREPLAY_CONF_DIR"} & set(r["conf"])
+        assert r["env_vars"]["PYSPARK_DRIVER_PYTHON"] == "python3"
+        assert not {"SPARK_HOME", "PATH", "LBREPLAY_CONF_DIR", "PYSPARK_PYTHON"} & set(r["env_vars"])
         assert task.jars or task.packages == "io.delta:delta-spark_4.1_2.13:4.4.0"
-        assert task.application_args[-2:] == ["--lake", "{{ params.lake }}"]
+        assert r["application_args"][-2:] == ["--lake", str(REPO / "data" / "lake")]
+
+
+def test_variables_set_python_archive_spark_and_lake(dag: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Item 4 of issue 31: the driver Python, the executors' packed environment, the Spark distribution, lbreplay's
+    conf dir, the lake and the jobs come from Airflow Variables; the run parameter lake still wins."""
+    for name, value in VARIABLES.items():
+        monkeypatch.setenv(f"AIRFLOW_VAR_{name.upper()}", value)
+    r = _rendered(dag.get_task(f"{CLUSTER}.replay_baseline"), dag)
+    assert r["application"] == "/opt/lbreplay/jobs/replay.py"
+    conf = r["conf"]
+    assert conf["spark.archives"] == "hdfs:///apps/lbreplay/lbreplay-env.tar.gz#environment"
+    assert conf["spark.pyspark.python"] == "./environment/bin/python"
+    assert conf["spark.executorEnv.LBREPLAY_CONF_DIR"] == "./environment/conf"
+    assert conf["spark.pyspark.driver.python"] == "/opt/lbreplay/bin/python"
+    assert "spark.driver.extraJavaOptions" not in conf  # a URI lake: no Derby home
+    env = r["env_vars"]
+    assert (env["SPARK_HOME"], env["LBREPLAY_CONF_DIR"], env["PYSPARK_DRIVER_PYTHON"]) == (
+        "/opt/spark-4.1.4", "/opt/lbreplay/conf", "/opt/lbreplay/bin/python")
+    assert env["PATH"].split(":")[0] == "/opt/spark-4.1.4/bin"
+    assert r["application_args"][-2:] == ["--lake", "s3a://bucket/lake"]
+    report = _rendered(dag.get_task(f"{CLUSTER}.report"), dag)["application_args"]
+    assert report[3] == "s3a://bucket/lake/reports/sample-modular/lbreplay-sample-modular-20230802.html"
+    local = _rendered(dag.get_task(f"{CLUSTER}.validate"), dag, {"lake": "/data/lake", "reports_dir": ""})
+    assert local["application_args"][-2:] == ["--lake", "/data/lake"]
+    assert local["conf"]["spark.driver.extraJavaOptions"] == "-Dderby.system.home=/data/lake/_catalog"
+
+
+def test_dag_names_no_path_of_a_machine() -> None:
+    """The DAG file hard-codes no environment or lake: no .venv, no absolute path (paths come from the Variables,
+    clusters.yaml and the DAG file's own location)."""
+    text = DAG_FILE.read_text(encoding="utf-8")
+    assert ".venv" not in text
+    assert not re.search(r"""["'](/(home|opt|usr|tmp|work|root|data)\b)""", text)
 
 
 def test_arguments_carry_the_data_interval_in_run_ids(dag: Any) -> None:
@@ -177,20 +235,31 @@ def test_run_without_data_interval_covers_the_day_before_run_after(dag: Any) -> 
                          "--to", "2023-08-03T00:00:00+00:00", "--lake", "/lake"]
 
 
-def test_spark_connection_builds_the_submit_command(dag: Any) -> None:
-    """The spark_default connection (AIRFLOW_CONN_SPARK_DEFAULT) yields `spark-submit --master local[2]`,
-    with Delta on the classpath and the rendered job arguments (SparkSubmitHook._build_spark_submit_command)."""
+@pytest.mark.parametrize("archive", [False, True])
+def test_spark_connection_builds_the_submit_command(dag: Any, monkeypatch: pytest.MonkeyPatch, archive: bool) -> None:
+    """The spark_default connection (AIRFLOW_CONN_SPARK_DEFAULT) yields `spark-submit --master local[2]` with Delta,
+    the rendered settings and job arguments (SparkSubmitHook._build_spark_submit_command); the packed environment
+    only when lbreplay_env_archive is set."""
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
+    if archive:
+        monkeypatch.setenv("AIRFLOW_VAR_LBREPLAY_ENV_ARCHIVE", "/shared/lbreplay-env.tar.gz")
     task = dag.get_task(f"{CLUSTER}.validate")
-    hook = SparkSubmitHook(conn_id=task._conn_id, conf=task.conf, jars=task.jars, packages=task.packages,
-                           env_vars=task.env_vars, name=task.name,
-                           application_args=["--cluster", CLUSTER, "--lake", "/lake"])
-    cmd = hook._build_spark_submit_command(task.application)
+    r = _rendered(task, dag, {"lake": "/lake", "reports_dir": ""})
+    hook = SparkSubmitHook(conn_id=task._conn_id, conf=r["conf"], jars=task.jars, packages=task.packages,
+                           env_vars=r["env_vars"], name=task.name, application_args=r["application_args"])
+    cmd = hook._build_spark_submit_command(r["application"])
     assert cmd[:3] == ["spark-submit", "--master", "local[2]"]
     assert cmd[-5:] == [str(REPO / "jobs/validate.py"), "--cluster", CLUSTER, "--lake", "/lake"]
     assert "--jars" in cmd or "--packages" in cmd
     assert "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension" in cmd
+    confs = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--conf"]
+    if archive:
+        assert "spark.archives=/shared/lbreplay-env.tar.gz#environment" in confs
+        assert "spark.pyspark.python=./environment/bin/python" in confs
+    else:
+        assert not any(c.startswith(("spark.archives=", "spark.executorEnv.")) for c in confs)
+        assert "spark.pyspark.python=python3" in confs
 
 
 def test_clusters_file_drives_the_task_groups(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,6 +7,9 @@ arguments" and its tasks are idempotent. The cluster is the shipped ``sample-mod
 each on 2023-08-02) plus the same dumps one day later (2023-08-03), and a 2-point candidate grid keeps the sweep small.
 The run's logical date 2023-08-03 00:00 UTC makes its data interval the day 2023-08-02: every run id ends in
 ``20230802``, ingest loads only that day's 9 reports of the 18, and every run records that window.
+Spark, Python, conf dir and lake come from Airflow Variables set as ``AIRFLOW_VAR_*`` (issue 31 item 4): the
+project's environment and its pyspark, the checkout's ``conf/``, a fresh lake; the runs leave the ``lake`` parameter
+empty, so the Variable is the lake they use.
 
 Spark start-ups dominate (five spark-submits, one re-run spark-submit, one ``lbreplay sql``): the lake is
 queried once, after the re-run, and every JVM of the test runs with the C1 JIT only (``JAVA_TOOL_OPTIONS``,
@@ -67,8 +70,17 @@ def _test_config(work: Path) -> Path:
     return clusters
 
 
-def _dag_test(dag: Any, lake: Path, reports: Path, **kwargs: Any) -> Any:
-    return dag.test(logical_date=LOGICAL_DATE, run_conf={"lake": str(lake), "reports_dir": str(reports)}, **kwargs)
+def _dag_test(dag: Any, reports: Path, **kwargs: Any) -> Any:
+    """A run whose lake is the Variable lbreplay_lake's (the run parameter ``lake`` left empty)."""
+    return dag.test(logical_date=LOGICAL_DATE, run_conf={"reports_dir": str(reports)}, **kwargs)
+
+
+def _variables(lake: Path) -> dict[str, str]:
+    """The Airflow Variables of a one-machine setup (issue 31 item 4): the project's environment as the driver's
+    and executors' Python (local[2]: no packed environment), its pyspark as the Spark distribution, its conf/."""
+    (spark_home,) = PROJECT_VENV.glob("lib/python3.*/site-packages/pyspark")
+    return {"lbreplay_python": str(PROJECT_VENV / "bin" / "python"), "lbreplay_spark_home": str(spark_home),
+            "lbreplay_conf_dir": str(REPO / "conf"), "lbreplay_lake": str(lake)}
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +93,8 @@ def daily(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     mp = pytest.MonkeyPatch()
     mp.setenv("LBREPLAY_CLUSTERS", str(_test_config(work)))
     mp.setenv("JAVA_TOOL_OPTIONS", FAST_JVM)
+    for name, value in _variables(lake).items():  # Airflow reads AIRFLOW_VAR_<NAME> as the Variable <name>
+        mp.setenv(f"AIRFLOW_VAR_{name.upper()}", value)
     subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True, capture_output=True,
                    env=os.environ.copy())
     from airflow.dag_processing.dagbag import DagBag
@@ -88,11 +102,11 @@ def daily(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     bag = DagBag(dag_folder=str(DAGS))
     assert bag.import_errors == {}
     dag = bag.dags["lbreplay_daily"]
-    run = _dag_test(dag, lake, reports)
+    run = _dag_test(dag, reports)
     # dag.test() replaces a run of the same logical date: keep the first run's task states before re-running
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     rerun_at = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-    rerun = _dag_test(dag, lake, reports, mark_success_pattern=rf"{CLUSTER}\.(ingest|validate|sweep_candidates|report)")
+    rerun = _dag_test(dag, reports, mark_success_pattern=rf"{CLUSTER}\.(ingest|validate|sweep_candidates|report)")
     rows = lbreplay_sql(
         "SELECT r.run_id, r.cluster, r.status, r.ticks, r.config, r.replay_options, "
         f"r.started_at > TIMESTAMP '{rerun_at}' AS rewritten, "

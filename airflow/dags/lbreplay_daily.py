@@ -14,13 +14,32 @@ For each cluster listed in ``airflow/conf/clusters.yaml`` (a task group named af
 ``<start>`` / ``<end>`` are the run's data interval (``data_interval_start`` / ``data_interval_end``, ISO-8601
 UTC); a run without one (a manual run with no logical date) covers the day before its ``run_after``.
 
-Every step is a ``SparkSubmitOperator`` (apache-airflow-providers-apache-spark) running the project's
-``jobs/*.py`` with the project's own ``spark-submit`` and Python (pyspark 4.1 lives in the project's
-virtual environment, not in Airflow's): the ``spark_default`` connection names the master and
-``spark-submit`` as its binary, and each task puts ``<project venv>/bin`` first on ``PATH`` and sets
-``PYSPARK_PYTHON`` / ``PYSPARK_DRIVER_PYTHON`` to the venv's Python. Delta's jars come from the
-project's jar cache when it has them (``~/.cache/lbreplay/jars/<artifact>.txt``, written by
-``lbreplay.warm``), else from ``--packages`` through the cache's Ivy settings.
+Every step is a ``SparkSubmitOperator`` running ``jobs/*.py`` with the Spark, Python and lake named by Airflow
+Variables (read when a task runs, templated; none is needed to parse the DAG) and the master of the connection:
+
+==========================  ================================================================================
+``spark_default``           Connection: the master (``host``: ``spark://h:7077``, ``yarn``, ``local[4]``) and
+                            ``spark-binary`` (``spark-submit``); ``LBREPLAY_SPARK_CONN_ID`` names another one.
+``lbreplay_spark_home``     the Spark distribution (the cluster's Spark 4.1) whose ``bin/spark-submit`` runs;
+                            default: ``spark-submit`` on the worker's ``PATH``.
+``lbreplay_python``         the driver's Python (client mode), one with lbreplay installed
+                            (``pip install lbreplay-*.whl``); default ``python3``.
+``lbreplay_env_archive``    ``make dist``'s ``lbreplay-env.tar.gz`` at a URI every executor can read (``hdfs://``,
+                            ``s3a://``, ``https://``, or a path present on every node): shipped with
+                            ``spark.archives=<uri>#environment``, executors run ``./environment/bin/python`` with
+                            ``LBREPLAY_CONF_DIR=./environment/conf``; default: none, executors run
+                            ``lbreplay_python`` (a local master, or nodes that all have it).
+``lbreplay_conf_dir``       lbreplay's ``conf/`` (Pulsar defaults, strategies) for the driver
+                            (``LBREPLAY_CONF_DIR``); default: the one lbreplay finds itself.
+``lbreplay_lake``           the lake path or URI; the run parameter ``lake`` overrides it; default: ``lake:`` of
+                            ``clusters.yaml``, else ``$LBREPLAY_LAKE``, else ``<root>/data/lake``.
+``lbreplay_jobs_dir``       the directory of ``jobs/*.py`` as the driver sees it; default ``<root>/jobs``.
+==========================  ================================================================================
+
+Delta's jars come from the jar cache when it has them (``~/.cache/lbreplay/jars/<artifact>.txt``, written by
+``lbreplay.warm``), else from ``--packages`` through the cache's Ivy settings. Each job checks, before its session
+starts, that the cluster's Spark is lbreplay's major.minor (exit 2 otherwise: ``cluster runs Spark X, lbreplay
+needs Y``).
 
 Idempotent: run ids derive from the data interval (``<day>`` = ``<start>`` as YYYYMMDD), a run's output rows
 are replaced as a whole when it is re-run, ingest replaces only the interval's input rows (so day D's run keeps
@@ -34,15 +53,16 @@ own in-memory catalog (``lbreplay.spark``), so ``replay_baseline`` and ``sweep_c
 Parsing is cheap and needs neither pyspark nor lbreplay: it reads ``clusters.yaml``, the grid files (to
 count the sweep's runs) and the jar-cache manifest.
 
-Environment (all optional): ``LBREPLAY_HOME`` (project root; default two levels above this file),
-``LBREPLAY_VENV`` (default ``<root>/.venv``), ``LBREPLAY_CLUSTERS`` (default
-``<root>/airflow/conf/clusters.yaml``), ``LBREPLAY_LAKE`` (default lake when ``clusters.yaml`` names none),
-``LBREPLAY_CACHE_DIR`` (default ``~/.cache/lbreplay``), ``LBREPLAY_SPARK_CONN_ID`` (default ``spark_default``).
+Environment (all optional, read when the DAG is parsed): ``LBREPLAY_HOME`` (``<root>``, against which relative
+paths of ``clusters.yaml`` resolve; default: two levels above this file), ``LBREPLAY_CLUSTERS`` (default
+``<root>/airflow/conf/clusters.yaml``), ``LBREPLAY_LAKE``, ``LBREPLAY_CACHE_DIR`` (default ``~/.cache/lbreplay``),
+``LBREPLAY_SPARK_CONN_ID`` (default ``spark_default``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import os
 import re
@@ -54,7 +74,6 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import CronTriggerTimetable, Param, TaskGroup, dag
 
 PROJECT = Path(os.environ.get("LBREPLAY_HOME", Path(__file__).resolve().parents[2])).resolve()
-VENV = Path(os.environ.get("LBREPLAY_VENV", PROJECT / ".venv"))
 CLUSTERS_FILE = Path(os.environ.get("LBREPLAY_CLUSTERS", PROJECT / "airflow" / "conf" / "clusters.yaml"))
 CACHE_DIR = Path(os.environ.get("LBREPLAY_CACHE_DIR", Path.home() / ".cache" / "lbreplay"))
 SPARK_CONN_ID = os.environ.get("LBREPLAY_SPARK_CONN_ID", "spark_default")
@@ -71,8 +90,10 @@ _END = "(data_interval_end if data_interval_end is defined and data_interval_end
 START = "{{ %s | ts }}" % _START
 END = "{{ %s | ts }}" % _END
 DAY = "{{ %s | ds_nodash }}" % _START
-LAKE = "{{ params.lake }}"
-REPORTS = "{{ params.reports_dir or (params.lake ~ '/reports') }}"
+
+def var(name: str, default: str = "") -> str:
+    """A Jinja expression for the Airflow Variable ``name`` (``default`` when it is not set)."""
+    return f"var.value.get({json.dumps(name)}, {json.dumps(default)})"
 
 
 def _path(value: str | os.PathLike[str]) -> str:
@@ -131,18 +152,51 @@ def delta_jars(cache: Path = CACHE_DIR, package: str = DELTA_PACKAGE) -> list[st
     return []
 
 
+CONFIG = load_clusters()
+DEFAULT_LAKE = CONFIG["lake"] or _path(os.environ.get("LBREPLAY_LAKE", "data/lake"))
+# The run parameter ``lake`` if given, else the Variable, else the default.
+_LAKE = f"(params.lake or {var('lbreplay_lake', DEFAULT_LAKE)})"
+LAKE = "{{ %s }}" % _LAKE
+REPORTS = "{{ params.reports_dir or (%s ~ '/reports') }}" % _LAKE
+
+
+class LbreplaySubmitOperator(SparkSubmitOperator):
+    """``SparkSubmitOperator`` whose Variable-driven settings may be unset: a conf key or environment variable that
+    renders empty is left out (an unset ``lbreplay_env_archive`` adds no ``spark.archives``); ``SPARK_HOME``, when
+    set, puts its ``bin/spark-submit`` first on the worker's ``PATH``."""
+
+    def execute(self, context: Any) -> None:
+        self.conf, self.env_vars = settle(self.conf or {}, self.env_vars or {})
+        return super().execute(context)
+
+
+def settle(conf: dict[str, Any], env: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Rendered conf and environment without their empty (unset) entries; ``SPARK_HOME``'s ``bin`` first on
+    ``PATH`` when it is set (the connection's ``spark-submit`` resolves there)."""
+    conf = {k: v for k, v in conf.items() if str(v).strip()}
+    env = {k: v for k, v in env.items() if str(v).strip()}
+    if env.get("SPARK_HOME"):
+        env["PATH"] = f"{env['SPARK_HOME']}/bin{os.pathsep}{os.environ.get('PATH', os.defpath)}"
+    return conf, env
+
+
 def spark_submit_kwargs(extra_conf: dict[str, str] | None = None) -> dict[str, Any]:
-    """What every task passes to ``SparkSubmitOperator``: Delta on the classpath, the project's Python."""
-    python = str(VENV / "bin" / "python")
+    """What every task passes to the operator: Delta on the classpath; Spark, Python, packed environment and conf
+    dir from the Variables (templates rendered when the task runs)."""
+    archive = var("lbreplay_env_archive")
+    python = "{{ %s }}" % var("lbreplay_python", "python3")
     conf = {
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-        "spark.pyspark.python": python,
         "spark.pyspark.driver.python": python,
+        # executors: the packed environment when there is one, else the driver's Python
+        "spark.pyspark.python": "{{ './environment/bin/python' if %s else %s }}" % (archive, var("lbreplay_python", "python3")),
+        "spark.archives": "{{ (%s ~ '#environment') if %s else '' }}" % (archive, archive),
+        "spark.executorEnv.LBREPLAY_CONF_DIR": "{{ './environment/conf' if %s else '' }}" % archive,
         # Should a submitter switch the session to a Hive catalog, Derby's files go under the lake's _catalog
         # directory, not the cwd (the driver JVM starts before lbreplay.spark configures the session).
         "spark.driver.extraJavaOptions": (
-            "{% if '://' not in params.lake %}-Dderby.system.home={{ params.lake }}/_catalog{% endif %}"
+            "{%% if '://' not in %s %%}-Dderby.system.home={{ %s }}/_catalog{%% endif %%}" % (_LAKE, _LAKE)
         ),
         **(extra_conf or {}),
     }
@@ -154,10 +208,9 @@ def spark_submit_kwargs(extra_conf: dict[str, str] | None = None) -> dict[str, A
         if (CACHE_DIR / "ivysettings.xml").is_file():
             conf["spark.jars.ivySettings"] = str(CACHE_DIR / "ivysettings.xml")
     env = {
-        # The connection's binary is plain ``spark-submit``: resolved on this PATH, i.e. pyspark's in the venv.
-        "PATH": f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', os.defpath)}",
-        "PYSPARK_PYTHON": python,
+        "SPARK_HOME": "{{ %s }}" % var("lbreplay_spark_home"),
         "PYSPARK_DRIVER_PYTHON": python,
+        "LBREPLAY_CONF_DIR": "{{ %s }}" % var("lbreplay_conf_dir"),
         "PYARROW_IGNORE_TIMEZONE": "1",
     }
     return {
@@ -170,18 +223,14 @@ def spark_submit_kwargs(extra_conf: dict[str, str] | None = None) -> dict[str, A
 
 
 def submit(task_id: str, job: str, cluster: str, args: list[str]) -> SparkSubmitOperator:
-    """One ``spark-submit jobs/<job>.py <args> --lake <lake>`` task."""
-    return SparkSubmitOperator(
+    """One ``spark-submit <jobs dir>/<job>.py <args> --lake <lake>`` task."""
+    return LbreplaySubmitOperator(
         task_id=task_id,
-        application=str(PROJECT / "jobs" / f"{job}.py"),
+        application="{{ %s }}/%s.py" % (var("lbreplay_jobs_dir", str(PROJECT / "jobs")), job),
         application_args=[*args, "--lake", LAKE],
         name=f"lbreplay-{job}-{cluster}",
         **spark_submit_kwargs(CONFIG["spark_conf"]),
     )
-
-
-CONFIG = load_clusters()
-DEFAULT_LAKE = CONFIG["lake"] or _path(os.environ.get("LBREPLAY_LAKE", "data/lake"))
 
 
 @dag(
@@ -196,7 +245,8 @@ DEFAULT_LAKE = CONFIG["lake"] or _path(os.environ.get("LBREPLAY_LAKE", "data/lak
     max_active_tasks=4,
     default_args={"retries": 1, "retry_delay": dt.timedelta(minutes=5), "execution_timeout": dt.timedelta(hours=2)},
     params={
-        "lake": Param(DEFAULT_LAKE, type="string", description="Lake path or URI (absolute)."),
+        "lake": Param("", type="string",
+                      description="Lake path or URI (absolute); empty: the Variable lbreplay_lake, else " + DEFAULT_LAKE),
         "reports_dir": Param("", type="string", description="Where reports go (default <lake>/reports)."),
     },
     tags=["lbreplay", "pulsar"],
