@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from lbreplay.cluster_check import require_supported_spark
 from lbreplay.paths import CACHE_DIR, CONF_DIR, DEFAULT_LAKE
 
 SCALA_BINARY = "2.13"
@@ -278,6 +279,7 @@ def get_spark(
     from pyspark.sql import SparkSession
 
     lake_abs = lake_path(lake)
+    require_supported_spark()  # under spark-submit: the cluster's Spark is lbreplay's major.minor, else exit 2
     builder = configure_lbreplay(SparkSession.builder.appName(app_name), lake_abs, master=master, conf=conf,
                                  quick_jit=quick_jit)
     spark = builder.getOrCreate()
