@@ -121,6 +121,13 @@ WEEK_SIZE ?= M
 bench-week: warm
 	$(BIN)/python bench/history_week.py --size $(WEEK_SIZE)
 
+# Cold (LBREPLAY_WARM=0) and warm (the lake's warm Spark server) `lbreplay sql` processes on an existing lake:
+# seconds per command and the ratio warm / cold (target: warm <= 3 s). A few minutes.
+BENCH_LAKE ?= data/lake
+.PHONY: bench-interactive
+bench-interactive: warm
+	$(BIN)/python bench/interactive.py --lake $(BENCH_LAKE)
+
 # A Spark standalone master + 2 workers (one JVM each, 127.0.0.1), the jobs spark-submitted onto them, a 4-run sweep
 # spread over both executors whose decision hashes must equal those of the same sweep on local[2].
 test-cluster: warm

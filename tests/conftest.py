@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# No warm Spark server (lbreplay.warm_server) outlives a test: commands the tests run, in-process or as processes,
+# use an embedded Spark; the warm server's own tests turn it on for their processes and stop it by pid.
+os.environ["LBREPLAY_WARM"] = "0"
 
 
 @pytest.fixture(scope="session")

@@ -107,21 +107,36 @@ def validate(
 ) -> None:
     """Run the Great Expectations suites on the input tables; exit 3 on failure."""
     from lbreplay.lake.validation import validate_command
+    from lbreplay.spark import existing_lake
 
-    validate_command(cluster=cluster, lake=lake, master=master, quiet=quiet)
+    with existing_lake(cluster):
+        validate_command(cluster=cluster, lake=lake, master=master, quiet=quiet)
 
 
 @app.command()
 def sql(
-    query: str = typer.Argument(..., help="Spark SQL; tables live in the `lbreplay` database."),
+    query: Optional[str] = typer.Argument(
+        None, help="Spark SQL, statements separated by ';'; tables live in the `lbreplay` database. "
+                   "Without it: a shell reading ';'-terminated statements from stdin (.quit leaves)."),
     format: str = typer.Option("table", "--format", help="table | csv | json (one object per line)."),
     lake: str = LakeOpt,
     master: Optional[str] = MasterOpt,
 ) -> None:
-    """Run Spark SQL against the registered tables."""
+    """Run Spark SQL against the registered tables (on the lake's warm Spark unless LBREPLAY_WARM=0)."""
     from lbreplay.lake.sql import sql_command
 
     sql_command(query=query, fmt=format, lake=lake, master=master)
+
+
+@app.command()
+def server(
+    action: str = typer.Argument(..., help="status | stop"),
+    lake: str = LakeOpt,
+) -> None:
+    """Show or stop the lake's warm Spark server (started by sql; stops itself after LBREPLAY_WARM_IDLE s)."""
+    from lbreplay.warm_server import server_command
+
+    server_command(action=action, lake=lake)
 
 
 @app.command()
@@ -171,9 +186,9 @@ def replay(
     """One replay run; prints the run id."""
     from lbreplay.lake.locks import run_id_lock
     from lbreplay.replay.spark_replay import replay_command
-    from lbreplay.spark import lake_path
+    from lbreplay.spark import existing_lake, lake_path
 
-    with run_id_lock(lake_path(lake), [run_id] if run_id else []):
+    with existing_lake(cluster), run_id_lock(lake_path(lake), [run_id] if run_id else []):
         replay_command(cluster, config, broker_conf, set_, mode, run_id, seed, lake, master, quiet, window=(from_, to),
                        allow_unknown_keys=allow_unknown_keys)
 
@@ -200,10 +215,10 @@ def sweep(
     from lbreplay.lake.locks import run_id_lock
     from lbreplay.replay.run_config import expand_grid
     from lbreplay.replay.spark_replay import sweep_command
-    from lbreplay.spark import lake_path
+    from lbreplay.spark import existing_lake, lake_path
 
     ids = [f"{run_id_prefix}-{i:02d}" for i in range(1, len(expand_grid(grid)) + 1)] if run_id_prefix else []
-    with run_id_lock(lake_path(lake), ids):
+    with existing_lake(cluster), run_id_lock(lake_path(lake), ids):
         sweep_command(cluster, grid, seed, lake, master, quiet, run_id_prefix=run_id_prefix, window=(from_, to),
                       broker_conf=broker_conf, sets=set_, allow_unknown_keys=allow_unknown_keys)
 
@@ -217,8 +232,11 @@ def report(
 ) -> None:
     """Compare runs: KPI table and plots in one self-contained HTML file."""
     from lbreplay.report.html_report import report_command
+    from lbreplay.spark import existing_lake
 
-    report_command(runs=[r.strip() for r in runs.split(",") if r.strip()], out=out, lake=lake, master=master)
+    ids = [r.strip() for r in runs.split(",") if r.strip()]
+    with existing_lake(runs=ids):
+        report_command(runs=ids, out=out, lake=lake, master=master)
 
 
 @app.command()

@@ -19,6 +19,10 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -263,6 +267,47 @@ def configure_lbreplay(builder: Any, lake: str, *, master: str | None = None, co
     return builder
 
 
+@dataclass(frozen=True)
+class LakeNeeds:
+    """What a command reads from its lake: the lake itself, and the cluster and run ids it names."""
+
+    cluster: str | None = None
+    runs: tuple[str, ...] = ()
+
+
+_NEEDS: ContextVar[LakeNeeds | None] = ContextVar("lbreplay_lake_needs", default=None)
+
+
+@contextmanager
+def existing_lake(cluster: str | None = None, runs: Iterable[str] = ()) -> Iterator[None]:
+    """Within the block :func:`get_spark` refuses (exit 2) a path that is not a lake (``lake.presence``): a local
+    path before Spark starts (nothing is created), a storage URI right after; then a ``cluster`` with no input rows
+    and ``runs`` not in the ``runs`` table, naming the known ones. Every command but ``generate``, ``ingest``,
+    ``collect`` and ``demo`` (which make lakes) runs in it."""
+    token = _NEEDS.set(LakeNeeds(cluster, tuple(runs)))
+    try:
+        yield
+    finally:
+        _NEEDS.reset(token)
+
+
+def lake_needs() -> LakeNeeds | None:
+    """What the caller's :func:`existing_lake` block asks of the lake (None outside one)."""
+    return _NEEDS.get()
+
+
+def check_lake_needs(spark: Any, lake: str, needs: LakeNeeds) -> None:
+    """The checks of :func:`existing_lake` that need a session (a URI lake's tables, the cluster, the runs)."""
+    from lbreplay.lake import presence
+
+    if "://" in lake:
+        presence.require_lake(spark, lake)
+    if needs.cluster is not None:
+        presence.require_cluster(spark, lake, needs.cluster)
+    if needs.runs:
+        presence.require_runs(spark, lake, list(needs.runs))
+
+
 def get_spark(
     lake: str | os.PathLike[str] = DEFAULT_LAKE,
     *,
@@ -279,12 +324,19 @@ def get_spark(
     from pyspark.sql import SparkSession
 
     lake_abs = lake_path(lake)
+    needs = lake_needs()
+    if needs is not None and "://" not in lake_abs:
+        from lbreplay.lake.presence import require_local_lake
+
+        require_local_lake(lake_abs)  # before the JVM, and before configure_lbreplay makes <lake>/_catalog
     require_supported_spark()  # under spark-submit: the cluster's Spark is lbreplay's major.minor, else exit 2
     builder = configure_lbreplay(SparkSession.builder.appName(app_name), lake_abs, master=master, conf=conf,
                                  quick_jit=quick_jit)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     _remember_jars(spark)
+    if needs is not None:
+        check_lake_needs(spark, lake_abs, needs)
     spark.conf.set("lbreplay.lake", lake_abs)
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
     return spark

@@ -100,6 +100,9 @@ def test_sql_command_queries_registered_tables(spark, lake, capsys) -> None:  # 
 ])
 def test_bad_query_is_a_one_line_usage_error(spark, lake, query: str, fragment: str) -> None:  # type: ignore[no-untyped-def]
     """A bad query -> exit 2 (UsageError) with a one-line reason naming Spark's error class."""
+    from lbreplay.lake.tables import BROKER_LOAD, ensure_table
+
+    ensure_table(spark, lake, BROKER_LOAD)  # a lake (sql refuses a path that is not one)
     with pytest.raises(UsageError) as info:
         sql_command(query, "table", lake)
     message = str(info.value)
@@ -112,3 +115,39 @@ def test_usage_errors_before_spark() -> None:
         sql_command("SELECT 1", "xml", "/nonexistent/lake")
     with pytest.raises(UsageError, match="empty query"):
         sql_command("   ", "table", "/nonexistent/lake")
+
+
+@pytest.mark.spark
+def test_several_statements_print_one_result_each(spark, lake) -> None:  # type: ignore[no-untyped-def]
+    """Statements split on ``;`` outside quotes; each result printed in turn (tables separated by a blank line)."""
+    from lbreplay.lake.tables import BROKER_LOAD, ensure_table
+    from tests.hostile.harness import cli
+
+    ensure_table(spark, lake, BROKER_LOAD)
+    outcome = cli(spark, "sql", "SELECT 1 AS a; SELECT 'x;y' AS `b;c`;\n-- done;\n", "--lake", lake)
+    assert outcome.code == 0, outcome.err
+    assert outcome.out.splitlines() == ["a", "-", "1", "(1 row)", "", "b;c", "---", "x;y", "(1 row)"]
+    outcome = cli(spark, "sql", "SELECT 1 AS a; SELECT 2 AS a", "--format", "csv", "--lake", lake)
+    assert outcome.out.splitlines() == ["a", "1", "a", "2"]
+    outcome = cli(spark, "sql", "SELECT 1 AS a; SELEC 2", "--lake", lake)
+    assert outcome.code == 2 and "bad query: " in outcome.err and outcome.out.splitlines()[:3] == ["a", "-", "1"]
+
+
+@pytest.mark.spark
+def test_shell_reads_statements_from_piped_stdin(spark, lake) -> None:  # type: ignore[no-untyped-def]
+    """No statement: a shell over stdin (no prompt when it is not a terminal); a statement may span lines, a bad one
+    is reported and the shell goes on (exit 2 at the end), ``.quit`` leaves."""
+    from lbreplay.lake.tables import BROKER_LOAD, ensure_table
+    from tests.hostile.harness import cli
+
+    ensure_table(spark, lake, BROKER_LOAD)
+    stdin = "SELECT 1\n  AS a;\nSELEC 2;\nSELECT 'q;' AS b; SELECT 3 AS c\n;\n.quit\nSELECT 4 AS d;\n"
+    outcome = cli(spark, "sql", "--lake", lake, stdin=stdin)
+    assert outcome.code == 2
+    assert outcome.out.splitlines() == ["a", "-", "1", "(1 row)", "b", "--", "q;", "(1 row)", "c", "-", "3",
+                                        "(1 row)"]
+    assert [ln for ln in outcome.err.splitlines() if ln.startswith("lbreplay: ")][0].startswith(
+        "lbreplay: bad query: ")
+    assert outcome.err.strip().splitlines()[-1] == "lbreplay: 1 statement failed"
+    outcome = cli(spark, "sql", "--lake", lake, "--format", "json", stdin="SELECT 5 AS e")  # EOF ends the last one
+    assert (outcome.code, outcome.out) == (0, '{"e":5}\n')

@@ -98,11 +98,11 @@ def write_json_lines(columns: list[str], rows: Iterable[tuple], out: TextIO) -> 
 
 def _query_error(exc: Exception) -> UsageError | None:
     """A UsageError for errors the query's author caused: parse/analysis errors and SQL data exceptions
-    (SQLSTATE classes 42 and 22, e.g. a missing table or a division by zero); None for anything else."""
-    from pyspark.errors import AnalysisException, ParseException
-    from pyspark.errors.exceptions.captured import CapturedException
+    (SQLSTATE classes 42 and 22, e.g. a missing table or a division by zero); None for anything else. Spark's
+    errors alike from an embedded session and through Spark Connect."""
+    from pyspark.errors import AnalysisException, ParseException, PySparkException
 
-    if not isinstance(exc, CapturedException):
+    if not isinstance(exc, PySparkException):
         return None
     state = ""
     try:
@@ -166,44 +166,95 @@ def print_result(df: Any, fmt: str = "table", out: TextIO | None = None) -> int:
     return count
 
 
-def register_existing(spark: Any, lake: str) -> list[str]:
+def register_existing(spark: Any, lake: str, present: set[str] | None = None) -> list[str]:
     """Register the lake's other Delta tables that exist (the dump tables, ``validation_runs``) without creating
-    missing ones; returns their names."""
+    missing ones, skipping those in ``present`` (already in the catalog); returns their names."""
     from lbreplay.lake.dump_tables import DUMP_TABLES, VALIDATION_RUNS
-    from lbreplay.lake.tables import ensure_table, table_location
+    from lbreplay.lake.presence import table_exists
+    from lbreplay.lake.tables import ensure_table
 
-    jvm = spark.sparkContext._jvm
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
     found = []
     for table in {**DUMP_TABLES, VALIDATION_RUNS.name: VALIDATION_RUNS}.values():
-        log = jvm.org.apache.hadoop.fs.Path(table_location(lake, table.name) + "/_delta_log")
-        if log.getFileSystem(conf).exists(log):
+        if table.name not in (present or set()) and table_exists(spark, lake, table.name):
             ensure_table(spark, lake, table)
             found.append(table.name)
     return found
 
 
-def sql_command(query: str, fmt: str = "table", lake: str | None = None, master: str | None = None) -> int:
-    """CLI entry point of ``lbreplay sql``: register the lake's tables, run ``query``, print the result."""
-    from lbreplay.lake.tables import ensure_tables
-    from lbreplay.lake.views import ensure_views
-    from lbreplay.paths import DEFAULT_LAKE
-    from lbreplay.spark import get_spark, lake_path
+def register_lake(spark: Any, lake: str) -> None:
+    """The lake's tables (``tables.ensure_tables``), its other existing Delta tables and the views; only those the
+    catalog does not hold yet (a warm server's catalog keeps them between commands)."""
+    from lbreplay.lake.tables import ALL_TABLES, DATABASE, ensure_tables
+    from lbreplay.lake.views import VIEW_NAMES, ensure_views
 
-    if fmt not in FORMATS:
-        raise UsageError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    if not query or not query.strip():
-        raise UsageError("empty query")
-    lake = lake_path(lake or DEFAULT_LAKE)
-    spark = get_spark(lake, master=master)
-    ensure_tables(spark, lake)
-    register_existing(spark, lake)
-    ensure_views(spark, lake="")
-    df = run_query(spark, query)
+    present = {str(r[1]) for r in spark.sql(f"SHOW TABLES IN {DATABASE}").collect()}
+    missing = {n: t for n, t in ALL_TABLES.items() if n not in present}
+    if missing:  # (ensure_tables of an empty dict would mean every table)
+        ensure_tables(spark, lake, missing)
+    register_existing(spark, lake, present)
+    if not set(VIEW_NAMES) <= present:
+        ensure_views(spark, lake="")
+
+
+def run_statement(spark: Any, statement: str, fmt: str, out: TextIO | None = None) -> int:
+    """Run one statement and print its result; returns the rows printed."""
+    df = run_query(spark, statement)
     try:
-        return print_result(df, fmt)
+        return print_result(df, fmt, out)
     except Exception as exc:
         err = _query_error(exc)
         if err is None:
             raise
         raise err from None
+
+
+def run_shell(spark: Any, fmt: str, stdin: TextIO, out: TextIO) -> None:
+    """The interactive shell (``lake.sql_shell``): a statement's error is printed and the shell goes on; the
+    command then ends with exit 2 naming how many failed."""
+    from lbreplay.errors import LbReplayError
+    from lbreplay.lake.sql_shell import shell
+
+    failed: list[str] = []
+
+    def run(statement: str) -> bool:
+        try:
+            run_statement(spark, statement, fmt, out)
+            return True
+        except LbReplayError as exc:
+            out.flush()
+            print(f"lbreplay: {exc}", file=sys.stderr)
+            failed.append(statement)
+            return False
+
+    shell(run, stdin, out, interactive=stdin.isatty())
+    if failed:
+        raise UsageError(f"{len(failed)} statement{'s' if len(failed) > 1 else ''} failed")
+
+
+def sql_command(query: str | None, fmt: str = "table", lake: str | None = None, master: str | None = None) -> int:
+    """CLI entry point of ``lbreplay sql``: register the lake's tables, run each statement of ``query`` (split on
+    ``;`` outside quotes) and print its result; with no ``query`` the shell reads statements from stdin. The lake
+    must exist (exit 2 otherwise); the session is the lake's warm server's where enabled (``warm_server``)."""
+    from lbreplay.lake.sql_shell import statements_of
+    from lbreplay.paths import DEFAULT_LAKE
+    from lbreplay.spark import existing_lake, lake_path
+    from lbreplay.warm_server import lake_session
+
+    if fmt not in FORMATS:
+        raise UsageError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    statements = None if query is None else statements_of(query)
+    if statements == []:
+        raise UsageError("empty query")
+    lake = lake_path(lake or DEFAULT_LAKE)
+    with existing_lake():
+        spark = lake_session(lake, master)
+    register_lake(spark, lake)
+    if statements is None:
+        run_shell(spark, fmt, sys.stdin, sys.stdout)
+        return 0
+    rows = 0
+    for i, statement in enumerate(statements):
+        if i and fmt == "table":
+            sys.stdout.write("\n")
+        rows += run_statement(spark, statement, fmt)
+    return rows
