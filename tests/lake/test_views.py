@@ -1,7 +1,7 @@
-"""The SQL views (lbreplay.lake.views) and the README's example queries.
+"""The SQL views (lbreplay.lake.views) and the user guide's example queries (docs/user-guide.md).
 
 Two layers: hand-made output rows in a separate database, whose expected view rows are worked out by hand, and
-the real replay runs of tests/report_runs.py (the README's queries must run and return rows on them).
+the real replay runs of tests/report_runs.py (the user guide's queries must run and return rows on them).
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ T0 = dt.datetime(2026, 3, 1, 12, 0, 0)
 
 
 def readme_queries() -> list[str]:
-    """The fenced ```sql blocks of README.md's "SQL views and example queries" section."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    """The fenced ```sql blocks of docs/user-guide.md's "SQL views and example queries" section (moved there from
+    the README)."""
+    text = (REPO / "docs" / "user-guide.md").read_text(encoding="utf-8")
     start = text.index("## SQL views and example queries")
     end = text.find("\n## ", start + 1)
     section = text[start:] if end < 0 else text[start:end]
@@ -165,7 +166,7 @@ def unload_seqs(spark: Any, run_id: str) -> list[int]:
 
 
 def test_readme_has_the_documented_queries() -> None:
-    """The README section documents queries on every view and the ownership-at-a-time query."""
+    """The user guide's section documents queries on every view and the ownership-at-a-time query."""
     queries = readme_queries()
     assert len(queries) >= 6
     text = "\n".join(queries)
@@ -175,7 +176,7 @@ def test_readme_has_the_documented_queries() -> None:
 
 @pytest.mark.parametrize("index", range(len(readme_queries())))
 def test_readme_query_runs_and_returns_rows(spark: Any, runs: ReplayedRuns, index: int) -> None:
-    """README.md "SQL views and example queries": each ```sql block runs (as `lbreplay sql` runs it) and
+    """docs/user-guide.md "SQL views and example queries": each ```sql block runs (as `lbreplay sql` runs it) and
     returns rows on the replayed runs."""
     from lbreplay.lake.sql import run_query
 
