@@ -1,5 +1,6 @@
 """Print the generated parts of docs/reference.md as Markdown: the CLI (every `lbreplay` command and flag, read
-from the typer app itself) and the tables (every Delta table and column, read from the lake's table registry).
+from the typer app itself), the configuration keys (conf/pulsar/defaults.yaml: each key's default and where a
+Pulsar line differs) and the tables (every Delta table and column, read from the lake's table registry).
 
     python scripts/gen_cli_reference.py            # print both blocks
     python scripts/gen_cli_reference.py --write    # replace the generated blocks of docs/reference.md
@@ -124,7 +125,39 @@ def render_tables() -> str:
     return "\n".join(out)
 
 
-BLOCKS = {"cli-reference": render_cli, "tables-reference": render_tables}
+def _value(value: Any) -> str:
+    """A YAML value as broker.conf would spell it: null, true/false, lists as [a, b]."""
+    if value is None:
+        text = "null"
+    elif isinstance(value, bool):
+        text = str(value).lower()
+    elif isinstance(value, list):
+        text = "[" + ", ".join(str(v) for v in value) + "]"
+    else:
+        text = str(value)
+    return f"`{text}`".replace("|", "\\|")
+
+
+def render_config() -> str:
+    """The configuration-keys block (conf/pulsar/defaults.yaml), markers included."""
+    import yaml
+
+    defaults = yaml.safe_load((REPO / "conf" / "pulsar" / "defaults.yaml").read_text(encoding="utf-8"))
+    keys, versions = defaults.get("keys", {}), defaults.get("versions", {})
+    start, end = markers("config-keys")
+    out = [start, "", "| key | default | lines with another default |", "|---|---|---|"]
+    for key, value in keys.items():
+        other = [f"{line}: {_value(over[key])}" for line, over in versions.items() if over and key in over]
+        out.append(f"| `{key}` | {_value(value)} | {'; '.join(other) or '-'} |")
+    aliases = defaults.get("aliases", {})
+    if aliases:
+        out += ["", "Older spellings accepted and mapped to the current key: "
+                + ", ".join(f"`{old}` -> `{new}`" for old, new in aliases.items()) + "."]
+    out += ["", end]
+    return "\n".join(out)
+
+
+BLOCKS = {"cli-reference": render_cli, "config-keys": render_config, "tables-reference": render_tables}
 
 
 def current_block(text: str, name: str) -> str:

@@ -67,6 +67,21 @@ def test_tables_block_lists_every_column() -> None:
         assert rows == table.column_names, table.name
 
 
+def test_config_block_lists_every_key_with_its_default() -> None:
+    """Each key of conf/pulsar/defaults.yaml has its row, with the default spelled as in broker.conf, and a key a
+    line overrides names that line."""
+    import yaml
+
+    defaults = yaml.safe_load((REPO / "conf" / "pulsar" / "defaults.yaml").read_text(encoding="utf-8"))
+    block = GEN.render_config()
+    for key in defaults["keys"]:
+        assert f"| `{key}` | " in block, key
+    assert "| `loadBalancerSheddingEnabled` | `true` |" in block
+    overridden = next((k, line) for line, over in defaults["versions"].items() if over for k in over)
+    row = next(r for r in block.splitlines() if r.startswith(f"| `{overridden[0]}` | "))
+    assert f"{overridden[1]}: " in row
+
+
 def test_check_mode_fails_on_a_stale_reference(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """``--check`` exits 0 on the committed reference and 1 on a copy with one flag's help changed; ``--write``
