@@ -259,3 +259,29 @@ def test_an_extensible_audit_decides_on_the_published_load_data(tombstoned: int 
     rebuilt = Replay(RunSpec("r", "c", "observed", EXTENSIBLE, 1), static)  # the same ticks, no recorded load data
     plain = (dataclasses.replace(obs, broker_meta={}) for obs in _recorded_ticks(static, owner, 8, ema))
     assert [d for obs in plain for d in rebuilt.step(obs).decisions] == []
+
+
+def test_finest_keeps_split_children_over_their_parent() -> None:
+    """A held view listing a split parent (an older report) beside its children keeps the children, also when a
+    child without topics is in no report; disjoint ranges keep all."""
+    from lbreplay.replay.ring_load import finest
+
+    start = np.array([0, 0, 8, 16, 8], dtype=np.int64)
+    end = np.array([16, 8, 16, 32, 12], dtype=np.int64)  # [0,16) holds [0,8) and [8,16); [8,16) holds [8,12)
+    assert finest(start, end).tolist() == [False, True, False, True, True]
+    assert finest(start[[1, 2, 3]], end[[1, 2, 3]]).all()
+
+
+def test_recorded_usage_is_the_recording_where_the_traffic_is_and_follows_moved_traffic() -> None:
+    """A recording's closed loop: a broker holding what its report lists has its recorded usage; a bundle of
+    100 msg/s and 1000 B/s moved from broker 0 to 1 moves cpu by the fitted slope and bandwidth by the recorded
+    bandwidth per byte (Kbit/s), never below 0."""
+    from lbreplay.replay.load_model import recorded_usage
+
+    calib = CpuCalibration(np.array([5.0, 5.0]), np.array([0.01, 0.02]), np.array([0.001, 0.002]), np.array([0.0, 0.0]))
+    recorded = np.array([[30.0, 100.0, 8.0, 4.0, 0.0], [0.5, 100.0, 8.0, 1.0, 0.0]])
+    held = np.array([[1000.0, 0, 100.0, 0, 1, 1], [0, 0, 0, 0, 0, 0]])
+    assert np.allclose(recorded_usage(calib, held, held, recorded), recorded)
+    moved = recorded_usage(calib, held[::-1].copy(), held, recorded)
+    assert np.allclose(moved[:, 0], [29.0, 2.5]) and np.allclose(moved[:, 3], [3.0, 3.0])
+    assert (moved >= 0).all() and np.allclose(moved[:, 1:3], recorded[:, 1:3])

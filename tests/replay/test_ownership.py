@@ -47,3 +47,29 @@ def test_intervals_say_who_owned_each_bundle_at_each_tick(ticks: list[dict[str, 
             covered.setdefault((i.bundle, t), []).append(i.broker)
     want = {(n, t): [BROKERS[o]] for t, observed in enumerate(ticks) for n, o in observed.items() if o >= 0}
     assert covered == want
+
+
+def _layout(owned: dict[str, int]) -> Layout:
+    names = list(owned)
+    return Layout(names, np.array([owned[n] for n in names], dtype=np.int32), NAMESPACES)
+
+
+def test_a_recordings_closed_loop_adopts_the_bundles_its_brokers_first_report() -> None:
+    """A recording starts with no bundle reported; the closed loop adopts each bundle with its recorded owner
+    when a broker first reports it, and never one overlapping its own layout: the recording's split children of a
+    bundle it did not split, or (a held report still listing the parent) the parent of children it holds."""
+    parent = "t/ns/0x00000000_0x20000000"
+    left, right = "t/ns/0x00000000_0x10000000", "t/ns/0x10000000_0x20000000"
+    own = Ownership(BROKERS, NAMESPACES)
+    own.begin_tick(0, 0)
+    own.follow(_layout({}))
+    own.begin_tick(1, 60_000)
+    assert own.adopt(_layout({parent: 1, BUNDLES[2]: 2})) == [parent, BUNDLES[2]]
+    own.begin_tick(2, 120_000)
+    assert own.adopt(_layout({left: 0, right: 0, BUNDLES[2]: 0, BUNDLES[3]: 0})) == [BUNDLES[3]]
+    assert dict(zip(own.layout.names, own.layout.owner.tolist())) == {parent: 1, BUNDLES[2]: 2, BUNDLES[3]: 0}
+    own.split(parent, [left, right], unload=False)
+    own.begin_tick(3, 180_000)
+    assert own.adopt(_layout({parent: 2, left: 1, BUNDLES[4]: 1})) == [BUNDLES[4]]  # the parent: nested
+    got = sorted((i.bundle, i.broker, i.from_tick) for i in own.finish())
+    assert (BUNDLES[4], "b1:8080", 3) in got and (BUNDLES[3], "b0:8080", 2) in got and (left, "b1:8080", 2) in got

@@ -22,7 +22,7 @@ from lbreplay.kernel.naming import bundle_bounds, format_range
 from lbreplay.kernel.resource_usage import max_resource_usage, percent_usage, weighted_max_usage
 from lbreplay.kernel.version_profile import profile_for
 from lbreplay.replay.extensible_leader import ExtensibleLeader
-from lbreplay.replay.load_model import model_usage
+from lbreplay.replay.load_model import MIN_MEASURED_CPU, model_usage, modelled_cpu, recorded_usage
 from lbreplay.replay.modular_leader import ModularLeader
 from lbreplay.replay.ownership import Layout, Ownership
 from lbreplay.replay.records import (
@@ -37,7 +37,7 @@ from lbreplay.replay.records import (
     StaticInputs,
     TickResult,
 )
-from lbreplay.replay.ring_load import IntervalLoad, PointLoad, bundle_span
+from lbreplay.replay.ring_load import IntervalLoad, PointLoad, bundle_span, finest
 from lbreplay.replay.stored_bundle_data import BundleDataStore
 
 __all__ = [
@@ -54,7 +54,10 @@ class Replay:
         self.static = static
         self.conf = PulsarConfig.resolve(run.config)
         self.profile = profile_for(self.conf["pulsarVersion"])
-        self.closed_loop = run.mode != "observed"
+        self.what_if = run.mode != "observed"
+        # a closed loop's lead-in (ticks < 0 of a window inside a recording) is replayed as the audit: the leader
+        # starts the window with what the recorded leader held (reports, BundleData, strategy history)
+        self.closed_loop = self.what_if
         rng = np.random.default_rng(run.seed)
         self.leader: ModularLeader | ExtensibleLeader
         if is_extensible(self.conf):
@@ -62,7 +65,7 @@ class Replay:
         else:
             self.leader = ModularLeader(self.conf, static.broker_ids, static.policies, rng)
             if static.stored_bundle_data is not None and len(static.stored_bundle_data):
-                self.leader.store = BundleDataStore(static.stored_bundle_data, what_if=self.closed_loop)
+                self.leader.store = BundleDataStore(static.stored_bundle_data, what_if=self.what_if)
         self.ownership = Ownership(static.broker_ids, static.namespaces)
         nb = len(static.broker_ids)
         self.last_usage = np.zeros((nb, 5))
@@ -92,49 +95,31 @@ class Replay:
         self.last_limit[alive] = obs.limit[alive]
         ownership = self.ownership
         ownership.begin_tick(obs.tick, obs.ts_ms)
+        self._warm_up(obs.tick)
         observed_layout = Layout(list(obs.bundle_names), obs.bundle_owner.copy(), self.static.namespaces)
+        # a recording's closed loop: the held report versions (listings) drive it from the recorded state
+        recorded = self.closed_loop and obs.listings is not None
         if not ownership.started or not self.closed_loop:
             ownership.follow(observed_layout)
+        elif recorded:
+            ownership.adopt(observed_layout)
         ownership.release(alive)
         layout = ownership.layout
 
         # loads: bundles under the replay layout, brokers by ownership through the load model
         vals = self.bundle_values(obs, layout) if self.closed_loop else self._observed_values(obs, layout)
-        owned = layout.owner >= 0
-        tot = np.zeros((nb, 6))
-        listings = None
-        if obs.listings is not None and not self.closed_loop:  # each held report's own lastStats
-            lb, li, lv = obs.listings
-            row_of = layout.rows()
-            listings = (lb, np.array([row_of[obs.bundle_names[i]] for i in li.tolist()], dtype=np.int64), lv)
-            np.add.at(tot, lb, lv)
-            num_bundles = np.bincount(lb, minlength=nb).astype(np.float64)
-        else:
-            np.add.at(tot, layout.owner[owned], vals[owned])
-            num_bundles = np.bincount(layout.owner[owned], minlength=nb).astype(np.float64)
-        if self.closed_loop:
-            usage = model_usage(self.static.calibration, tot[:, 2] + tot[:, 3], tot[:, 0], tot[:, 1],
-                                self.last_usage)
-        else:
-            usage = self.last_usage.copy()
+        tot, num_bundles, listings = self._broker_totals(obs, layout, vals)
+        usage, cal_err = self._usage(obs, alive, tot, layout, observed_layout, recorded)
         limit = self.last_limit
         wmax = weighted_max_usage(usage, limit, conf)
         compared = wmax if self.profile.overload_checks_weighted else max_resource_usage(usage, limit, conf)
+        writes = self._observed_writes(obs, alive) if not self.closed_loop or recorded else None
         view = LoadView(obs.tick, obs.ts_ms, alive, vals, usage, limit, tot, num_bundles, compared,
-                        observed_writes=None if self.closed_loop else self._observed_writes(obs, alive),
-                        apply=self.closed_loop, listings=listings, timer_minute=obs.timer_minute,
+                        observed_writes=writes, apply=self.closed_loop, listings=listings,
+                        timer_minute=obs.timer_minute,
                         leader_broker=None if self.closed_loop else obs.leader_broker,
                         timer_lag_ms=None if self.closed_loop else obs.timer_lag_ms,
                         recorded=None if self.closed_loop or not obs.broker_meta else obs.broker_meta)
-
-        cal_err = None  # modelled vs observed cpu where the replay's ownership equals the observed one
-        if self.closed_loop and layout.names == observed_layout.names and np.array_equal(layout.owner,
-                                                                                         observed_layout.owner):
-            obs_cpu = obs.usage[alive, 0]
-            ok = obs_cpu > 0
-            if ok.any():
-                cal_err = float(np.mean(np.abs(usage[alive, 0][ok] - obs_cpu[ok]) / obs_cpu[ok]))
-
         decisions = self.leader.tick(view, ownership)
         for d in decisions:
             self.seq += 1
@@ -147,6 +132,59 @@ class Replay:
                         max_resource_usage(usage, limit, conf), wmax, self.leader.score(wmax), view.msg_rate,
                         view.msg_throughput, np.bincount(layout.owner[owned], minlength=nb), tot[:, TOPICS], alive)
         return TickResult(bt, decisions, ownership.closed, cal_err)
+
+    def _warm_up(self, tick: int) -> None:
+        """A closed loop replays its lead-in (ticks < 0) as the audit; at its window's first tick it takes over the
+        observed ownership, its intervals starting then."""
+        closed = self.what_if and tick >= 0
+        if closed and not self.closed_loop and self.ownership.started:
+            self.ownership.restamp()
+        self.closed_loop = closed
+        store = getattr(self.leader, "store", None)
+        if store is not None:
+            store.what_if = closed  # the what-if reads the BundleData recorded up to its first own tick
+
+    def _broker_totals(self, obs: ObservedTick, layout: Layout, vals: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray] | None]:
+        """Each broker's (B, 6) load and bundle count: of its held report's own lastStats in an audit of report
+        versions (also returned, as the leader's ``listings``), else of the bundles the layout gives it."""
+        nb = len(self.static.broker_ids)
+        tot = np.zeros((nb, 6))
+        if obs.listings is not None and not self.closed_loop:  # each held report's own lastStats
+            lb, li, lv = obs.listings
+            row_of = layout.rows()
+            listings = (lb, np.array([row_of[obs.bundle_names[i]] for i in li.tolist()], dtype=np.int64), lv)
+            np.add.at(tot, lb, lv)
+            return tot, np.bincount(lb, minlength=nb).astype(np.float64), listings
+        owned = layout.owner >= 0
+        np.add.at(tot, layout.owner[owned], vals[owned])
+        return tot, np.bincount(layout.owner[owned], minlength=nb).astype(np.float64), None
+
+    def _usage(self, obs: ObservedTick, alive: np.ndarray, tot: np.ndarray, layout: Layout, observed_layout: Layout,
+               recorded: bool) -> tuple[np.ndarray, float | None]:
+        """The brokers' (B, 5) usage and the calibration's error at this tick. An audit: as observed. A closed
+        loop: through the load model (``load_model``); of a recording, the recorded usage plus the modelled change
+        of each broker's traffic against its held report's. The error (cpu MAPE of the fitted model against the
+        observed cpu, readings under ``MIN_MEASURED_CPU`` left out) is taken where the replay's ownership is the
+        observed one."""
+        if not self.closed_loop:
+            return self.last_usage.copy(), None
+        msg_rate = tot[:, 2] + tot[:, 3]
+        if recorded:
+            assert obs.listings is not None
+            held = np.zeros_like(tot)
+            np.add.at(held, obs.listings[0], obs.listings[2])
+            usage = recorded_usage(self.static.calibration, tot, held, self.last_usage)
+        else:
+            usage = model_usage(self.static.calibration, msg_rate, tot[:, 0], tot[:, 1], self.last_usage)
+        cal_err = None
+        if layout.names == observed_layout.names and np.array_equal(layout.owner, observed_layout.owner):
+            obs_cpu = obs.usage[alive, 0]
+            ok = obs_cpu >= MIN_MEASURED_CPU
+            if ok.any():
+                fitted = modelled_cpu(self.static.calibration, msg_rate)[alive]
+                cal_err = float(np.mean(np.abs(fitted[ok] - obs_cpu[ok]) / obs_cpu[ok]))
+        return usage, cal_err
 
     def _observed_writes(self, obs: ObservedTick, alive: np.ndarray) -> np.ndarray:
         """Audit: the observed table holds what the leader saw, so a report was written when lastUpdate changed
@@ -168,7 +206,12 @@ class Replay:
             ns_index = {ns: i for i, ns in enumerate(self.static.namespaces)}
             ns_idx = np.array([ns_index[p[0]] for p in parsed], dtype=np.int64)
             s, e = bundle_span(ns_idx, np.array([p[1] for p in parsed]), np.array([p[2] for p in parsed]))
-            src = IntervalLoad(s, e, obs.bundle_values)
+            keep = finest(s, e) if obs.listings is not None else None  # a recording's held reports: a split
+            if keep is not None and not keep.all():  # parent (an older report) beside its children
+                s, e, held = s[keep], e[keep], obs.bundle_values[keep]
+                src = IntervalLoad(s, e, held)
+            else:
+                src = IntervalLoad(s, e, obs.bundle_values)
         self._load_of = (obs, src)
         vals = src.range_sum(layout.start, layout.end)
         if obs.topic_values is None:

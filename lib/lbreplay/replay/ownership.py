@@ -10,7 +10,7 @@ import numpy as np
 
 from lbreplay.kernel.naming import bundle_bounds
 from lbreplay.replay.records import OwnershipInterval
-from lbreplay.replay.ring_load import bundle_span
+from lbreplay.replay.ring_load import bundle_span, finest
 
 
 class Layout:
@@ -99,6 +99,38 @@ class Ownership:
             for name in [n for n in self.open_intervals if n not in observed_names]:
                 self._close(name)
         self._layout = observed
+
+    def adopt(self, observed: Layout) -> list[str]:
+        """A recording's closed loop: the observed bundles whose range no bundle of the layout overlaps (a
+        namespace's bundles appear as the recording's brokers first report them) join the layout with their
+        recorded owner; the finest of nested observed ranges are taken (a split parent still in an older report
+        beside its children). Returns the adopted names."""
+        layout = self.layout
+        known = set(layout.names)
+        if all(n in known for n in observed.names):
+            return []
+        rows = np.flatnonzero(finest(observed.start, observed.end) & (observed.owner >= 0))
+        order = np.argsort(layout.start, kind="stable")
+        starts, ends = layout.start[order], layout.end[order]
+        new = []
+        for r in rows.tolist():
+            k = int(np.searchsorted(starts, observed.end[r], side="left"))  # layout bundles starting before its end
+            if observed.names[r] not in known and not (k > 0 and ends[:k].max() > observed.start[r]):
+                new.append(r)
+        if not new:
+            return []
+        names = [observed.names[r] for r in new]
+        owner = observed.owner[np.array(new, dtype=np.int64)].astype(np.int32)
+        for name, own in zip(names, owner.tolist()):
+            self.open_intervals[name] = (int(own), self.tick, self.ts_ms)
+        self._layout = Layout(layout.names + names, np.concatenate([layout.owner, owner]), self.namespaces)
+        return names
+
+    def restamp(self) -> None:
+        """The open intervals start at this tick (a closed loop taking over the audit's ownership after its
+        lead-in); the intervals closed before are dropped."""
+        self.open_intervals = {n: (b, self.tick, self.ts_ms) for n, (b, _, _) in self.open_intervals.items()}
+        self.closed = []
 
     def release(self, alive: np.ndarray) -> None:
         """Brokers that left release their bundles (orphans, assigned at their next lookup)."""

@@ -47,7 +47,7 @@ from lbreplay.lake.storage import (
     write_parquet,
 )
 from lbreplay.lake.window import TimeWindow
-from lbreplay.replay.load_model import CpuCalibration
+from lbreplay.replay.load_model import MIN_MEASURED_CPU, CpuCalibration, bandwidth_per_byte
 from lbreplay.replay.stored_bundle_data import STORED_COLUMNS
 from lbreplay.replay.stream_manifest import (
     BROKER_COLUMNS,
@@ -91,13 +91,31 @@ def read_pinned(spark: SparkSession, lake: str, name: str, versions: dict[str, i
 
 # --------------------------------------------------------------------------------------------- transformations
 def calibration_sums(broker_load: DataFrame) -> DataFrame:
-    """Per broker least-squares sums of cpu usage (y) against msg rate in+out (x)."""
+    """Per broker least-squares sums of cpu usage (y) against msg rate in+out (x), and the sums of bandwidth in /
+    out and throughput in / out (a recording's bandwidth per byte, ``load_model.bandwidth_per_byte``)."""
     x = F.col("msg_rate_in") + F.col("msg_rate_out")
     y = F.col("cpu_usage")
     return broker_load.groupBy("broker").agg(
         F.count(F.lit(1)).alias("n"), F.sum(x).alias("sx"), F.sum(y).alias("sy"),
         F.sum(x * x).alias("sxx"), F.sum(x * y).alias("sxy"),
+        *[F.sum(c).alias(f"s_{c}") for c in ("bandwidth_in_usage", "bandwidth_out_usage", "msg_throughput_in",
+                                             "msg_throughput_out")],
     )
+
+
+def calibration_error(broker_load: DataFrame, fit: DataFrame) -> DataFrame:
+    """One row, ``mape``: the fitted cpu (``fit``: broker, cpu_base, cpu_per_msg) against the recorded cpu, mean
+    absolute percentage error over the reports whose cpu is at least ``MIN_MEASURED_CPU`` (null: none is)."""
+    x = F.col("msg_rate_in") + F.col("msg_rate_out")
+    err = F.abs(F.col("cpu_base") + F.col("cpu_per_msg") * x - F.col("cpu_usage")) / F.col("cpu_usage")
+    return broker_load.where(F.col("cpu_usage") >= MIN_MEASURED_CPU).join(fit.hint("broadcast"), on="broker") \
+        .agg(F.avg(err).alias("mape"))
+
+
+def has_traffic(bundle_load: DataFrame) -> bool:
+    """Does any ``bundle_load`` row carry traffic (a msg rate or throughput above 0)?"""
+    load = sum((F.coalesce(F.col(c), F.lit(0.0)) for c in LOAD_COLUMNS[:4]), F.lit(0.0))
+    return bool(bundle_load.where(load > 0).limit(1).count())
 
 
 def with_broker_index(broker_index: DataFrame) -> Callable[[DataFrame], DataFrame]:
@@ -242,21 +260,15 @@ def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, in
     # few files per part (the task keeps one batch of each open), parallel across the cores
     parts = max(1, min(int(spark.sparkContext.defaultParallelism), MAX_STREAM_FILES))
 
-    def broker_side() -> tuple[list[str], CpuCalibration, bool]:
-        """The broker universe, the load model's calibration, then the broker and bundle parts (and whether they
-        are report versions)."""
+    def broker_side() -> tuple[list[str], CpuCalibration, bool, float | None]:
+        """The broker universe, the load model's calibration, then the broker and bundle parts (whether they are
+        report versions, the calibration's error)."""
         brokers = sorted(r[0] for r in broker_load.select("broker").distinct().collect())
         if not brokers and window is not None:
             raise UsageError(f"{window.flag_text()}: cluster {cluster!r} has no ticks in {window.describe()}")
         if not brokers:
             raise InvalidInputError(f"table=broker_load: no rows for cluster {cluster!r}")
-        sums = {r["broker"]: r for r in calibration_sums(in_window).collect()}
-
-        def per_broker(k: str) -> np.ndarray:
-            return np.array([float(sums[b][k] or 0.0) if b in sums else 0.0 for b in brokers])
-
-        calib = CpuCalibration.from_sums(per_broker("n"), per_broker("sx"), per_broker("sy"), per_broker("sxx"),
-                                      per_broker("sxy"))
+        calib, mape = calibrate(spark, in_window, brokers)
         index = spark.createDataFrame([(b, i) for i, b in enumerate(brokers)], "broker STRING, broker_index INT")
         columns = (*BROKER_COLUMNS, *RECORDED_LOAD_DATA) if extensible else BROKER_COLUMNS
         write_parquet(broker_load.transform(with_last_update_ms).transform(with_broker_index(index))
@@ -264,12 +276,14 @@ def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, in
         write_parquet(bundle_load.transform(with_broker_index(index)).transform(bundle_rows)
                       .transform(sorted_by_tick), f"{stream}/bundles")
         versioned = extensible or (versioned_read if versioned_read is not None else is_versioned(broker_load))
-        return brokers, calib, versioned
+        return brokers, calib, versioned, mape
 
-    def namespace_side() -> tuple[list[str], list[str] | None]:
+    def namespace_side() -> tuple[list[str], list[str] | None, bool]:
         """The namespaces (bundle_load's), then the topics: the files of ``topic_load`` when the task can read
-        them itself, else the topic part (the big one) written on their ring positions."""
+        them itself, else the topic part (the big one) written on their ring positions; whether bundle_load
+        carries traffic."""
         namespaces = sorted(r[0] for r in bundle_load.select("namespace").distinct().collect())
+        traffic = has_traffic(bundle_load)
         files = None
         if has_topics:
             topic_load = read_pinned(spark, lake, "topic_load", versions, cluster, window)
@@ -278,20 +292,47 @@ def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, in
                 index = spark.createDataFrame([(n, i) for i, n in enumerate(namespaces)],
                                               "namespace STRING, namespace_index INT")
                 write_parquet(topic_load.transform(topic_rows(index)).transform(sorted_by_tick), f"{stream}/topics")
-        return namespaces, files
+        return namespaces, files, traffic
 
-    (brokers, calib, versioned), (namespaces, files), stored = run_concurrently(
+    (brokers, calib, versioned, mape), (namespaces, files, traffic), stored = run_concurrently(
         broker_side, namespace_side, lambda: write_stored_bundle_data(spark, lake, cluster, versions, window, stream))
     timer, lead_in_timer = leader_timer(spark, lake, cluster, versions, window, broker_load) if versioned \
         else (dict(NO_TIMER), 0)
     manifest = StreamManifest(brokers, namespaces, calib.cpu_base.tolist(), calib.cpu_per_msg.tolist(), has_topics,
                               stream, versioned=versioned, bundle_data=stored,
-                              lead_in_ticks=lead_in_ticks + lead_in_timer, extensible=extensible, **timer)
+                              lead_in_ticks=lead_in_ticks + lead_in_timer, extensible=extensible,
+                              bandwidth_in_per_byte=_floats(calib.bandwidth_in_per_byte),
+                              bandwidth_out_per_byte=_floats(calib.bandwidth_out_per_byte), calibration_mape=mape,
+                              recorded_traffic=traffic, **timer)
     if files is not None:
         manifest.topic_files = files
         manifest.topic_window_us = list(window.epoch_micros()) if window else [None, None]
     publish_text(spark, marker, manifest.to_json())
     return manifest.stream, manifest
+
+
+def calibrate(spark: SparkSession, broker_load: DataFrame, brokers: list[str]) -> tuple[CpuCalibration, float | None]:
+    """The load model's calibration per broker (row i: ``brokers[i]``) on ``broker_load`` and its cpu error
+    (:func:`calibration_error`; None: no cpu reading to fit)."""
+    sums = {r["broker"]: r for r in calibration_sums(broker_load).collect()}
+
+    def per_broker(k: str) -> np.ndarray:
+        return np.array([float(sums[b][k] or 0.0) if b in sums else 0.0 for b in brokers])
+
+    calib = CpuCalibration.from_sums(per_broker("n"), per_broker("sx"), per_broker("sy"), per_broker("sxx"),
+                                     per_broker("sxy"))
+    calib.bandwidth_in_per_byte = bandwidth_per_byte(per_broker("s_bandwidth_in_usage"),
+                                                     per_broker("s_msg_throughput_in"))
+    calib.bandwidth_out_per_byte = bandwidth_per_byte(per_broker("s_bandwidth_out_usage"),
+                                                      per_broker("s_msg_throughput_out"))
+    fit = spark.createDataFrame([(b, float(a), float(k)) for b, a, k in zip(brokers, calib.cpu_base, calib.cpu_per_msg)],
+                                "broker STRING, cpu_base DOUBLE, cpu_per_msg DOUBLE")
+    mape = calibration_error(broker_load, fit).first()
+    return calib, (float(mape[0]) if mape is not None and mape[0] is not None else None)
+
+
+def _floats(values: np.ndarray | None) -> list[float] | None:
+    return None if values is None else [float(v) for v in values]
 
 
 def is_extensible_recording(spark: SparkSession, lake: str, cluster: str, versions: dict[str, int]) -> bool:

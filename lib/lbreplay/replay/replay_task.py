@@ -15,6 +15,7 @@ from lbreplay.kernel.policies import NamespacePolicies
 from lbreplay.replay.engine import Replay
 from lbreplay.replay.metrics import RunMetrics
 from lbreplay.replay.payload import broker_tick_payloads, decision_payload, metric_payload, ownership_payload
+from lbreplay.replay.recorded_start import ticks_payload
 from lbreplay.replay.records import RunSpec, StaticInputs
 from lbreplay.replay.stream_manifest import StreamManifest
 from lbreplay.replay.tick_stream import stored_bundle_data, ticks_from_stream
@@ -54,8 +55,10 @@ def replay_run(spec: RunSpec, static: StaticInputs, manifest: StreamManifest,
     ids = static.broker_ids
     rows: list[TaskRow] = []
     ticks = 0
-    # a slice starts its warm-up ``warmup`` ticks early; the first, a window's lead-in (negative ticks, audits only)
-    first = spec.tick_start - spec.warmup if spec.tick_start > 0 else (None if spec.mode == "observed" else 0)
+    carried = False  # any counted tick with traffic (a closed loop that carries none is refused: recorded_start)
+    # a slice starts its warm-up ``warmup`` ticks early; the first, a window's lead-in (negative ticks; a closed loop
+    # replays it as the audit, engine.Replay._warm_up)
+    first = spec.tick_start - spec.warmup if spec.tick_start > 0 else None
     progress_key = f"{spec.run_id}-{spec.tick_start}"
     hold_ms = (int(replay.conf["loadBalancerReportUpdateMaxIntervalMinutes"]) + 1) * 60_000
     for obs in ticks_from_stream(manifest, hold_ms):
@@ -68,6 +71,7 @@ def replay_run(spec: RunSpec, static: StaticInputs, manifest: StreamManifest,
             metrics.add(res, ids, {}, counting=False)  # warm-up: the state spanning ticks, nothing counted
             continue  # warm-up: rebuild the strategies' state, emit nothing
         ticks += 1
+        carried = carried or bool(res.broker_tick.msg_rate.any() or res.broker_tick.msg_throughput.any())
         if ticks % PROGRESS_EVERY_TICKS == 0:
             write_progress(progress_dir, progress_key, ticks)
         throughput = {}
@@ -89,7 +93,7 @@ def replay_run(spec: RunSpec, static: StaticInputs, manifest: StreamManifest,
              for name, value in metrics.rows(run_end=spec.tick_end is None)]
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # this worker's peak RSS
     rows.append((spec.run_id, "run_metrics", metric_payload("task_peak_rss_mb", peak_mb)))
-    rows.append((spec.run_id, "ticks", json.dumps([ticks])))
+    rows.append((spec.run_id, "ticks", ticks_payload(ticks, carried)))
     write_progress(progress_dir, progress_key, ticks)
     yield rows
 

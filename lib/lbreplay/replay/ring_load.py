@@ -83,3 +83,21 @@ class IntervalLoad:
         if len(self.start) == 0:
             return np.zeros((len(start), self.values.shape[1]))
         return self._cdf(end) - self._cdf(start)
+
+
+def finest(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Mask of the intervals containing no other one. Bundle ranges are nested or disjoint
+    (``NamespaceBundleFactory#splitBundles``); a recording's held reports may list a split parent (an older report)
+    beside its children (a newer one): the children are the bundles that exist, and a child missing from every
+    report owns no topics. Disjoint intervals keep all (no copy of the work when nothing overlaps)."""
+    keep = np.ones(len(start), dtype=bool)
+    if len(start) < 2:
+        return keep
+    order = np.lexsort((-end, start))  # by start, the widest first
+    s, e = start[order], end[order]
+    if bool(np.all(e[:-1] <= s[1:])):
+        return keep
+    contains_next = np.zeros(len(s), dtype=bool)
+    contains_next[:-1] = s[1:] < e[:-1]  # nested: the next interval starts inside this one
+    keep[order[contains_next]] = False
+    return keep

@@ -43,6 +43,7 @@ from lbreplay.progress import Progress
 from lbreplay.replay.outputs import observed_ownership, write_outputs
 from lbreplay.replay.payload import TASK_ROW_SCHEMA
 from lbreplay.replay.preparation import input_versions, namespace_policies_json, prepare, read_pinned
+from lbreplay.replay.recorded_start import require_closed_loop_inputs, require_traffic
 from lbreplay.replay.records import RunSpec
 from lbreplay.replay.replay_task import run_partition
 from lbreplay.replay.run_config import ConfigSpec, RunIntake, finish, grid_points, read_run_config
@@ -122,6 +123,9 @@ def execute(
         specs = [(pulsar, {**replay, "window": window.to_json()}) for pulsar, replay in specs]
     _progress(quiet, f"tick stream ready in {time.time() - t0:.1f}s; replaying {len(specs)} run(s)")
     runs = _run_rows(cluster, specs, run_ids, seed, versions)
+    closed_loops = {r["run_id"] for r in runs if r["mode"] != "observed"}
+    if closed_loops:
+        require_closed_loop_inputs(manifest, cluster)
     total_ticks = manifest.ticks - manifest.lead_in_ticks
     spec_rows = _task_specs(cluster, runs, total_ticks, max(1, int(spark.sparkContext.defaultParallelism)))
     rdd = spark.sparkContext.parallelize(spec_rows, numSlices=len(spec_rows))
@@ -141,7 +145,11 @@ def execute(
     if any(r["mode"] == "observed" for r in runs):
         observed = observed_ownership(read_pinned(spark, lake, "bundle_load", versions, cluster, window), cluster)
     t1 = time.time()
-    write_outputs(spark, lake, cluster, spark.read.parquet(staging), runs, observed)
+    staged = spark.read.parquet(staging)
+    if closed_loops:
+        require_traffic(manifest, cluster, closed_loops, [(r["run_id"], r["payload"]) for r in staged.where(
+            (F.col("kind") == "ticks") & F.col("run_id").isin(sorted(closed_loops))).collect()])
+    write_outputs(spark, lake, cluster, staged, runs, observed)
     remove_path(spark, staging)
     _progress(quiet, f"done in {time.time() - t0:.1f}s (tables {time.time() - t1:.1f}s)")
     return [r["run_id"] for r in runs]

@@ -12,7 +12,7 @@ import pyarrow.dataset as ds
 from lbreplay.lake.tables import RESOURCES
 from lbreplay.replay.load_model import CpuCalibration
 
-STREAM_FORMAT = 13  # part of the cache key: bump when the stream's layout changes
+STREAM_FORMAT = 14  # part of the cache key: bump when the stream's layout changes
 BROKER_COLUMNS = ("broker_index", *(f"{r}_{k}" for r in RESOURCES for k in ("usage", "limit")), "last_update_ms")
 LOAD_COLUMNS = ("msg_throughput_in", "msg_throughput_out", "msg_rate_in", "msg_rate_out", "sessions")
 # an extensible recording's broker part also carries each version's BrokerLoadData as published (what the leader's
@@ -49,6 +49,12 @@ class StreamManifest:
     # the versions are an extensible recording's (BrokerLoadData + TopBundlesLoadData): the broker part has the
     # RECORDED_LOAD_DATA columns, the bundle part each version's top bundles
     extensible: bool = False
+    # the load model's bandwidth per byte of throughput per broker (Kbit/s per byte/s, as recorded), the fit's cpu
+    # error (load_model.MAX_CALIBRATION_MAPE; None: no cpu reading to fit) and whether bundle_load carries traffic
+    bandwidth_in_per_byte: list[float] | None = None
+    bandwidth_out_per_byte: list[float] | None = None
+    calibration_mape: float | None = None
+    recorded_traffic: bool = False
 
     @property
     def ticks(self) -> int:
@@ -56,7 +62,11 @@ class StreamManifest:
         return int(ds.dataset(f"{self.stream}/brokers", format="parquet").count_rows()) + self.timer_ticks
 
     def calibration(self) -> CpuCalibration:
-        return CpuCalibration(np.array(self.cpu_base), np.array(self.cpu_per_msg))
+        def per_byte(values: list[float] | None) -> np.ndarray | None:
+            return None if values is None else np.array(values)
+
+        return CpuCalibration(np.array(self.cpu_base), np.array(self.cpu_per_msg),
+                              per_byte(self.bandwidth_in_per_byte), per_byte(self.bandwidth_out_per_byte))
 
     def to_json(self) -> str:
         return json.dumps({k: v for k, v in asdict(self).items() if v is not None or k in ("topics", "stream")})

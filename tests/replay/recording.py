@@ -1,0 +1,86 @@
+"""A committed recording's tick stream without Spark: ``ingest``'s rows (``read_dumps``) as the tick stream holds
+them (one tick per report-version time, each holding the versions written then), the leader's held view
+(``held_reports``) on its recorded election's timer (``with_leader_timer``), replayed by the engine in either mode."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+RESOURCES = ("cpu", "memory", "direct_memory", "bandwidth_in", "bandwidth_out")
+LOADS = ("msg_throughput_in", "msg_throughput_out", "msg_rate_in", "msg_rate_out")
+
+
+def _ms(ts: datetime) -> int:
+    return (ts - EPOCH) // timedelta(milliseconds=1)
+
+
+def version_ticks(rows: dict[str, list[dict[str, Any]]], ids: list[str]) -> list[Any]:
+    """One ObservedTick per report-version time: the brokers that wrote then, with the bundles their versions list."""
+    from lbreplay.replay.records import ObservedTick
+
+    n = len(ids)
+    bundles: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows["bundle_load"]:
+        bundles[_ms(r["ts"])].append(r)
+    reports: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows["broker_load"]:
+        reports[_ms(r["ts"])].append(r)
+    out = []
+    for k, ts in enumerate(sorted(reports)):
+        alive, usage, limit = np.zeros(n, dtype=bool), np.zeros((n, 5)), np.zeros((n, 5))
+        last_update = np.full(n, -1, dtype=np.int64)
+        for r in reports[ts]:
+            i = ids.index(r["broker"])
+            alive[i] = True
+            usage[i] = [r[f"{res}_usage"] or 0.0 for res in RESOURCES]
+            limit[i] = [r[f"{res}_limit"] or 0.0 for res in RESOURCES]
+            last_update[i] = _ms(r["last_update"] or r["ts"])
+        listed = sorted(bundles.get(ts, []), key=lambda r: r["bundle"])
+        values = np.array([[r[c] or 0.0 for c in LOADS] + [(r["consumer_count"] or 0) + (r["producer_count"] or 0),
+                                                          r["topics"] or 0] for r in listed]).reshape(-1, 6)
+        out.append(ObservedTick(k, ts, alive, usage, limit, bundle_names=[r["bundle"] for r in listed],
+                                bundle_owner=np.array([ids.index(r["broker"]) for r in listed], dtype=np.int32),
+                                bundle_values=values, last_update=last_update))
+    return out
+
+
+def replay_recording(sample: Path, mode: str) -> list[Any]:
+    """The engine's decisions over ``sample`` under its broker.conf in ``mode`` (``observed`` or
+    ``closed-loop``), the load model calibrated on its reports as ``preparation.calibrate`` does."""
+    from lbreplay.kernel.config import parse_broker_conf, typed_overrides
+    from lbreplay.lake.ingest import read_dumps
+    from lbreplay.replay.engine import Replay
+    from lbreplay.replay.load_model import CpuCalibration, bandwidth_per_byte
+    from lbreplay.replay.records import RunSpec, StaticInputs
+    from lbreplay.replay.tick_stream import held_reports, with_leader_timer
+
+    rows = read_dumps(sample, sample.name).rows
+    ids = sorted({r["broker"] for r in rows["broker_load"]})
+    per: dict[str, list[dict[str, Any]]] = {b: [r for r in rows["broker_load"] if r["broker"] == b] for b in ids}
+
+    def sums(f: Any) -> np.ndarray:
+        return np.array([float(sum(f(r) for r in per[b])) for b in ids])
+
+    x = lambda r: (r["msg_rate_in"] or 0.0) + (r["msg_rate_out"] or 0.0)  # noqa: E731
+    calib = CpuCalibration.from_sums(sums(lambda r: 1), sums(x), sums(lambda r: r["cpu_usage"]),
+                                     sums(lambda r: x(r) ** 2), sums(lambda r: x(r) * r["cpu_usage"]))
+    calib.bandwidth_in_per_byte = bandwidth_per_byte(sums(lambda r: r["bandwidth_in_usage"] or 0.0),
+                                                     sums(lambda r: r["msg_throughput_in"] or 0.0))
+    calib.bandwidth_out_per_byte = bandwidth_per_byte(sums(lambda r: r["bandwidth_out_usage"] or 0.0),
+                                                      sums(lambda r: r["msg_throughput_out"] or 0.0))
+    conf = typed_overrides(parse_broker_conf((sample / "broker.conf").read_text(encoding="utf-8")), path="broker.conf")
+    namespaces = sorted({r["namespace"] for r in rows["bundle_load"]})
+    replay = Replay(RunSpec(sample.name, sample.name, mode, conf), StaticInputs(ids, namespaces, calib))
+    hold = (int(replay.conf["loadBalancerReportUpdateMaxIntervalMinutes"]) + 1) * 60_000
+    elected = sorted((_ms(r["ts"]), r["broker"]) for r in rows["leader_election"])
+    runs = sorted(_ms(r["ts"]) for r in rows["shedding_run"])
+    ticks = held_reports(iter(version_ticks(rows, ids)), len(ids), hold)
+    if elected:
+        ticks = with_leader_timer(ticks, [t for t, _ in elected], [b for _, b in elected], runs)
+    return [d for obs in ticks for d in replay.step(obs).decisions]
