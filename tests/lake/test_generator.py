@@ -386,7 +386,8 @@ def test_broker_usage_follows_the_load_model(spark, combo) -> None:  # type: ign
         assert base * 0.97 - 1e-9 <= r["cpu_usage"] <= base * 1.03 + 1e-9
         assert r["direct_memory_usage"] == pytest.approx(min(256 + 2 * r["msg_throughput_in"] / MIB, 0.95 * 8192 * f))
         assert 0 < r["memory_usage"] <= 0.95 * r["memory_limit"]
-        assert r["broker_version"] and r["load_manager_class_name"].endswith("ModularLoadManagerImpl")
+        # brokerVersionString: null, a generated lake names no Pulsar line (replays run on the default line)
+        assert r["broker_version"] is None and r["load_manager_class_name"].endswith("ModularLoadManagerImpl")
 
 
 @pytest.mark.spark

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from lbreplay.errors import UsageError
-from lbreplay.lake.recorded_line import GENERATED_PLACEHOLDER, VersionSeen, choose_line, recorded_versions, release_line
+from lbreplay.lake.recorded_line import VersionSeen, choose_line, recorded_versions, release_line
 from lbreplay.lake.window import window_from_flags
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,14 +59,24 @@ def test_explicit_line_disagreeing_with_the_recording_warns_naming_both() -> Non
 
 
 def test_default_where_nothing_says_the_line() -> None:
-    """No version, or the generator's placeholder (a generated lake): the newest released line the oracle checks."""
-    assert GENERATED_PLACEHOLDER == "4.0.4"
+    """No version (a generated lake's brokers report none): the newest released line the oracle checks. Every
+    release names its line, 4.0.4 too (once the generator's placeholder, now a cluster's real version)."""
     empty = choose_line([], None)
     assert (empty.line, empty.source, empty.message()) == ("4.2", "default",
                                                            "Pulsar line 4.2 (default: newest released line)")
-    generated = choose_line([_seen(GENERATED_PLACEHOLDER, 0, 30)], None)
-    assert generated.message() == ("Pulsar line 4.2 (default: newest released line; brokers report 4.0.4, the "
-                                   "generator's placeholder version)")
+    real = choose_line([_seen("4.0.4", 0, 30)], None)
+    assert real.message() == "Pulsar line 4.0 (from the recording: brokers report 4.0.4)"
+    assert real.warnings == ()
+
+
+def test_a_generated_lake_names_no_line() -> None:
+    """``lbreplay generate`` writes a null broker_version (``tests/lake/test_generator.py`` reads it back) unless the
+    scenario sets ``broker.version``; null rows are not read as versions (``test_recorded_versions_of_an_upgrade``)."""
+    from lbreplay.lake.scenario import resolve_scenario
+
+    base = {"brokers": 2, "namespaces": 1, "bundles_per_namespace": 2, "topics": 4, "ticks": 2}
+    assert resolve_scenario(base).broker.version is None
+    assert resolve_scenario({**base, "broker": {"version": "3.3.6"}}).broker.version == "3.3.6"
 
 
 def test_a_line_lbreplay_does_not_model_is_replayed_as_the_one_before_it_with_a_warning() -> None:

@@ -245,7 +245,8 @@ def broker_load_rows(sc: Scenario, cluster: str, fresh: DataFrame) -> Callable[[
             fresh.alias("f"), (F.col("f.broker_idx") == F.col("v.broker_idx")) & (F.col("f.tick") == F.col("v.content_tick"))
         ).select(
             F.lit(cluster).alias("cluster"), _tick_ts(sc, "v.tick").alias("ts"), "f.*",
-            F.lit(sc.broker.version).alias("broker_version"), F.lit(MODULAR_LOAD_MANAGER).alias("load_manager_class_name"),
+            F.lit(sc.broker.version).cast("string").alias("broker_version"),
+            F.lit(MODULAR_LOAD_MANAGER).alias("load_manager_class_name"),
             F.lit(True).alias("persistent_topics_enabled"), F.lit(True).alias("non_persistent_topics_enabled"),
             _tick_ts(sc, "v.write_tick").alias("last_update"),
         )

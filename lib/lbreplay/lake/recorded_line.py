@@ -19,16 +19,12 @@ from lbreplay.errors import UsageError
 from lbreplay.kernel.config import known_keys
 from lbreplay.kernel.version_profile import PROFILES, line_of
 from lbreplay.lake import tables
-from lbreplay.lake.scenario import BrokerSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from lbreplay.lake.window import TimeWindow
 
-# ``lbreplay generate`` writes this version for every broker unless the scenario sets ``broker.version``: it says
-# nothing about a Pulsar line.
-GENERATED_PLACEHOLDER = BrokerSpec().version
 _RELEASE = re.compile(r"^\s*v?(\d+)\.(\d+)(?:[.\-+].*)?\s*$")
 
 
@@ -79,7 +75,8 @@ def default_line() -> str:
 
 def recorded_versions(spark: SparkSession, lake: str, cluster: str,
                       window: TimeWindow | None = None) -> list[VersionSeen]:
-    """The distinct non-empty ``broker_version`` values of ``cluster``'s ``broker_load`` rows in ``window``."""
+    """The distinct non-empty ``broker_version`` values of ``cluster``'s ``broker_load`` rows in ``window`` (a lake
+    ``lbreplay generate`` wrote has none unless its scenario sets ``broker.version``)."""
     from pyspark.sql import functions as F
 
     df = spark.read.format("delta").load(tables.table_location(lake, tables.BROKER_LOAD.name)) \
@@ -100,9 +97,7 @@ def _said(seen: list[VersionSeen]) -> tuple[dict[str, list[VersionSeen]], list[s
     notes: list[str] = []
     for v in seen:
         line = release_line(v.version)
-        if v.version == GENERATED_PLACEHOLDER:
-            notes.append(f"brokers report {v.version}, the generator's placeholder version")
-        elif line is None:
+        if line is None:
             notes.append(f"brokers report {v.version!r}, which names no Pulsar release")
         else:
             by_line.setdefault(line, []).append(v)

@@ -49,7 +49,8 @@ class BrokerSpec:
 
     capacity: BrokerCapacity = BrokerCapacity()
     capacity_factors: tuple[float, ...] = (1.0,)
-    version: str = "4.0.4"
+    # brokerVersionString: null unless the scenario sets broker.version (a generated lake names no Pulsar line)
+    version: str | None = None
     port: int = 8080
 
     def factor(self, index: int) -> float:
@@ -188,7 +189,9 @@ def _parse_broker(raw: Any) -> BrokerSpec:
     if not isinstance(factors, list) or not factors:
         raise UsageError("broker.capacity_factors: expected a non-empty list")
     facs = tuple(_num(f, f"broker.capacity_factors[{i}]", minimum=0.001) for i, f in enumerate(factors))
-    return BrokerSpec(cap, facs, str(d.get("version", "4.0.4")), _num(d.get("port", 8080), "broker.port", integer=True))
+    version = d.get("version")
+    return BrokerSpec(cap, facs, None if version is None else str(version),
+                      _num(d.get("port", 8080), "broker.port", integer=True))
 
 
 def _parse_traffic(raw: Any) -> TrafficSpec:
