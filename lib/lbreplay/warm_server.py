@@ -43,6 +43,9 @@ DEFAULT_IDLE_SECONDS = 900.0
 START_TIMEOUT_SECONDS = 180.0
 POLL_SECONDS = 1.0
 CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
+# A command's Connect session ends on the server after this long without a request (a command never waits on its
+# own session's release at exit: a server gone mid-way would hold it in the client's retries).
+SESSION_TIMEOUT = "10min"
 
 
 @dataclass(frozen=True)
@@ -198,8 +201,7 @@ def lake_session(lake: str, master: str | None = None) -> Any:
 
     spark = SparkSession.builder.remote(f"sc://127.0.0.1:{state.port}").getOrCreate()
     folder = state_dir(lake)
-    atexit.register(touch, folder)
-    atexit.register(spark.stop)  # releases this command's session on the server
+    atexit.register(touch, folder)  # (no spark.stop(): the server ends idle sessions, SESSION_TIMEOUT)
     if needs is not None:
         check_lake_needs(spark, lake, needs)
     return spark
@@ -267,7 +269,8 @@ def serve(lake: str) -> None:
         signal.signal(sig, lambda signum, _frame: stopping.append(signum))
     port = _free_port()
     spark = get_spark(lake, conf={"spark.plugins": CONNECT_PLUGIN, "spark.connect.grpc.binding.port": str(port),
-                                  "spark.connect.grpc.binding.address": "127.0.0.1", "spark.ui.enabled": "false"})
+                                  "spark.connect.grpc.binding.address": "127.0.0.1", "spark.ui.enabled": "false",
+                                  "spark.connect.session.manager.defaultSessionTimeout": SESSION_TIMEOUT})
     try:
         ensure_tables(spark, lake)
         ensure_views(spark, lake="")
