@@ -3,7 +3,8 @@
 The history (tests/replay/history.py): 5 brokers, 16 bundles of 10 MB/s + 2000 msg/s each; broker-0 owns 8 of
 them, brokers 1-4 two each; broker-4 has no row from tick ``LEAVE_AT`` on (it leaves). It is validated like any
 input, then replayed closed-loop with Pulsar's default ThresholdShedder + LeastLongTermMessageRate and with
-AvgShedder (shedding and placement).
+AvgShedder (shedding and placement); beside them, for the verdict, the observed audit of the same history (the
+baseline) and a ThresholdShedder run whose 100 % threshold never sheds (a run that did nothing while unbalanced).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ CLUSTER = "report1"
 TICKS = 30
 LEAVE_AT = 20
 BROKERS = [f"broker-{i}:8080" for i in range(5)]
-RUN_IDS = {"threshold": "report-threshold-lltmr", "avg": "report-avg-shedder"}
+RUN_IDS = {"threshold": "report-threshold-lltmr", "avg": "report-avg-shedder", "observed": "report-observed",
+           "idle": "report-threshold-100"}
 
 
 @dataclass(frozen=True)
@@ -28,9 +30,12 @@ class ReplayedRuns:
     avg: str
     t0: dt.datetime
     leave_ts: dt.datetime
+    observed: str = RUN_IDS["observed"]
+    idle: str = RUN_IDS["idle"]
 
     @property
     def ids(self) -> list[str]:
+        """The two closed loops compared by the report tests (the observed audit joins them as the baseline)."""
         return [self.threshold, self.avg]
 
 
@@ -49,8 +54,12 @@ def replayed_runs(spark: Any, lake: str) -> ReplayedRuns:
     write_history(spark, lake, CLUSTER, ticks=TICKS, leave_at=LEAVE_AT)
     report = validate(spark, lake, CLUSTER)
     assert report.passed, report.details()
-    specs = [resolve_run_config("conf/strategies/threshold-lltmr.yaml"), resolve_run_config("conf/strategies/avg-shedder.yaml")]
-    ids = R.execute(spark, lake, CLUSTER, specs, run_ids=[RUN_IDS["threshold"], RUN_IDS["avg"]], quiet=True)
+    threshold = "conf/strategies/threshold-lltmr.yaml"
+    specs = [resolve_run_config(threshold), resolve_run_config("conf/strategies/avg-shedder.yaml"),
+             resolve_run_config(threshold, sets=["replay.mode=observed"]),
+             resolve_run_config(threshold, sets=["loadBalancerBrokerThresholdShedderPercentage=100"])]
+    names = [RUN_IDS[k] for k in ("threshold", "avg", "observed", "idle")]
+    ids = R.execute(spark, lake, CLUSTER, specs, run_ids=names, quiet=True)
     ensure_views(spark, lake)
     runs = ReplayedRuns(CLUSTER, ids[0], ids[1], T0, T0 + dt.timedelta(minutes=LEAVE_AT))
     _CACHE[lake] = runs

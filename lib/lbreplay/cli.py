@@ -223,20 +223,69 @@ def sweep(
                       broker_conf=broker_conf, sets=set_, allow_unknown_keys=allow_unknown_keys)
 
 
+BaselineRunOpt = typer.Option(
+    None, "--baseline", help="Baseline run id, or a broker.conf (the run replaying it); default: the observed run.")
+
+
 @app.command()
 def report(
     runs: str = typer.Option(..., "--runs", help="Comma-separated run ids to compare."),
     out: str = typer.Option(..., "--out", help="Output HTML file (self-contained, opens offline)."),
+    baseline: Optional[str] = BaselineRunOpt,
+    objective: str = typer.Option("balance", "--objective", help="Objective under conf/objectives/ or a YAML file."),
     lake: str = LakeOpt,
     master: Optional[str] = MasterOpt,
 ) -> None:
-    """Compare runs: KPI table and plots in one self-contained HTML file."""
+    """Compare runs: the verdict, KPI table, decision timeline and plots in one self-contained HTML file."""
     from lbreplay.report.html_report import report_command
     from lbreplay.spark import existing_lake
 
     ids = [r.strip() for r in runs.split(",") if r.strip()]
     with existing_lake(runs=ids):
-        report_command(runs=ids, out=out, lake=lake, master=master)
+        report_command(runs=ids, out=out, lake=lake, master=master, baseline=baseline, objective=objective)
+
+
+LimitOpt = typer.Option([], "--limit", help="KPI<=number (repeatable), e.g. unloads_per_hour<=30, max_spread<=20.")
+ObjectiveOpt = typer.Option("balance", "--objective", help="Objective under conf/objectives/ or a YAML file.")
+
+
+@app.command()
+def compare(
+    runs: str = typer.Option(..., "--runs", help="Comma-separated run ids to compare."),
+    baseline: Optional[str] = BaselineRunOpt,
+    objective: str = ObjectiveOpt,
+    limit: list[str] = LimitOpt,
+    lake: str = LakeOpt,
+    master: Optional[str] = MasterOpt,
+) -> None:
+    """The verdict as text: runs ranked against the baseline, flags, the recommended broker.conf diff."""
+    from lbreplay.report.compare import compare_command
+    from lbreplay.spark import existing_lake
+
+    ids = [r.strip() for r in runs.split(",") if r.strip()]
+    with existing_lake(runs=ids):
+        compare_command(ids, baseline, objective, limit, lake, master)
+
+
+@app.command()
+def gate(
+    cluster: str = typer.Option(..., "--cluster"),
+    baseline: str = typer.Option(..., "--baseline", help="The broker.conf in use."),
+    candidate: str = typer.Option(..., "--candidate", help="The broker.conf to check."),
+    limit: list[str] = LimitOpt,
+    objective: str = ObjectiveOpt,
+    from_: Optional[str] = FromOpt,
+    to: Optional[str] = ToOpt,
+    lake: str = LakeOpt,
+    master: Optional[str] = MasterOpt,
+    quiet: bool = QuietOpt,
+) -> None:
+    """Replay the history under both broker.confs; exit 0 within the limits, 1 when the candidate breaks one."""
+    from lbreplay.report.gate import gate_command
+    from lbreplay.spark import existing_lake
+
+    with existing_lake(cluster):
+        gate_command(cluster, baseline, candidate, limit, lake, master, objective, (from_, to), quiet)
 
 
 @app.command()

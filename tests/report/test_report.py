@@ -64,7 +64,8 @@ def test_format_value_units() -> None:
 def test_kpi_table_lists_every_kpi_and_marks_the_best_run() -> None:
     """The issue's KPIs are all rows: unloads, splits, bundles and bytes moved, spread and std mean/p95/final,
     time to balance, ping-pong, over-placement, calibration error."""
-    metrics = {"a": {"unloads": 3.0, "load_std_mean": 0.05}, "b": {"unloads": 5.0, "load_std_mean": 0.02}}
+    metrics: dict[str, dict[str, float | None]] = {"a": {"unloads": 3.0, "load_std_mean": 0.05},
+                                                   "b": {"unloads": 5.0, "load_std_mean": 0.02}}
     table = kpi_table_html(["a", "b"], ["run a", "run b"], metrics)
     for metric in ("unloads", "splits", "bundles_moved", "throughput_moved", "time_to_balance_minutes",
                    "ping_pong_moves", "over_placement_events", "calibration_mape",
@@ -176,11 +177,12 @@ def frames(spark: Any, runs: ReplayedRuns) -> ReportFrames:
 
 @pytest.fixture(scope="module")
 def report_file(spark: Any, lake: str, runs: ReplayedRuns, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The report as the CLI writes it (report_command: views, Spark aggregation, HTML)."""
+    """The report as the CLI writes it (report_command: views, the verdict, Spark aggregation, HTML) over the two
+    closed loops and the run that never sheds; the observed audit of their history joins as the baseline."""
     from lbreplay.report.html_report import report_command
 
     out = tmp_path_factory.mktemp("report") / "sub" / "report.html"
-    path = report_command(runs=runs.ids, out=str(out), lake=lake, master=None)
+    path = report_command(runs=[*runs.ids, runs.idle], out=str(out), lake=lake, master=None)
     assert path == out.resolve() and path.is_file()
     return path
 
@@ -299,8 +301,9 @@ def test_report_renders_in_chromium(browser: Any, report_file: Path, runs: Repla
     (tmp_path / "report.png").write_bytes(page.screenshot)
     assert page.console_errors == []
     assert page.requests and all(u.startswith(("file:", "data:", "about:")) for u in page.requests), page.requests
-    assert page.title == f"lbreplay report: {runs.threshold}, {runs.avg}"
-    assert "comparison of 2 runs" in page.text and "Unloads" in page.text and "Calibration error" in page.text
+    order = [runs.observed, runs.threshold, runs.avg, runs.idle]  # the baseline the verdict added comes first
+    assert page.title == "lbreplay report: " + ", ".join(order)
+    assert "comparison of 4 runs" in page.text and "Unloads" in page.text and "Calibration error" in page.text
     plots = {p.div_id: p for p in page.plots}
     assert list(plots) == ["plot-broker_usage", "plot-cluster_load", "plot-cumulative", "plot-moves"]
     img = page.image()
@@ -309,7 +312,8 @@ def test_report_renders_in_chromium(browser: Any, report_file: Path, runs: Repla
     for key, plot in plots.items():
         name = key.removeprefix("plot-")
         assert plot.title == F.TITLES[name]
-        assert len(plot.areas) == 2, key  # two runs / two panels
+        panels = len(order) if name in ("broker_usage", "moves") else 2  # a panel per run / two overlaid panels
+        assert len(plot.areas) == panels, key
         assert any("broker-4:8080 leaves" in a for a in plot.annotations), key
         minimum = MIN_MARKER_INK if name == "moves" else MIN_LINE_INK
         for area in plot.areas:
@@ -317,8 +321,31 @@ def test_report_renders_in_chromium(browser: Any, report_file: Path, runs: Repla
             assert ink_fraction(img, area) > minimum, (key, area, ink_fraction(img, area))
             assert pixel_std(img, area) > 3.0, (key, area)
     usage = plots["plot-broker_usage"]
-    assert usage.traces == 10  # 5 brokers in each run's panel
-    assert all(r.split(" ")[0] in " ".join(usage.annotations) for r in runs.ids)
+    assert usage.traces == 5 * len(order)  # 5 brokers in each run's panel
+    assert "observed (" in " ".join(usage.annotations)  # panels titled by the runs' human names
+
+
+@pytest.mark.spark
+def test_report_verdict_renders_in_chromium(browser: Any, report_file: Path, runs: ReplayedRuns) -> None:
+    """The verdict as a person reads it: the recommendation sentence naming the runs by their human names, the
+    broker.conf diff lines, the flags of the run that did nothing and never balanced, and the decision timeline the
+    evidence links to (AvgShedder balances by the baseline's 10 pp target from minute 9 with 3 bundles moved)."""
+    page = browser.render(report_file)
+    text = page.text
+    avg = "loadBalancerLoadPlacementStrategy=AvgShedder, loadBalancerLoadSheddingStrategy=AvgShedder, maxUnloadPercentage=0.5"
+    assert (f"Recommended: {avg} over the baseline observed on the balance objective (time to balance never → 9.0 min, "
+            "bundles moved 10 → 3).") in text
+    for line in ("-loadBalancerLoadSheddingStrategy=org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder",
+                 "+loadBalancerLoadSheddingStrategy=org.apache.pulsar.broker.loadbalance.impl.AvgShedder",
+                 "-maxUnloadPercentage=0.2", "+maxUnloadPercentage=0.5"):
+        assert line in text.splitlines(), line
+    assert "did nothing" in text and "never balanced" in text
+    assert "loadBalancerBrokerThresholdShedderPercentage=100" in text  # the idle run's name: the key that differs
+    assert "Time to balance: never → 9.0 min (was never)" in text
+    assert f"{avg} ({runs.avg}) — 5 decision(s), balanced for good from minute 9.0" in text  # 3 unloads, 2 assigns
+    assert "balanced from here" in text and "Decision timeline" in text
+    html_text = report_file.read_text(encoding="utf-8")
+    assert f'href="#timeline-{runs.avg}"' in html_text and f'id="timeline-{runs.avg}"' in html_text
 
 
 def test_browser_check_detects_blank_plots_and_console_errors(browser: Any, tmp_path: Path) -> None:

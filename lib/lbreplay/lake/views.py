@@ -19,23 +19,10 @@ from typing import Any
 
 from lbreplay.lake.registry import VIEWED, by_name
 from lbreplay.lake.tables import DATABASE, RESOURCES, ensure_tables
+from lbreplay.report.kpis import KPIS
 
-# run_metrics names (lbreplay.replay.metrics.RunMetrics.rows) promoted to strategy_comparison columns, in order.
-KPI_METRICS: tuple[str, ...] = (
-    "ticks",
-    "unloads",
-    "transfers",
-    "splits",
-    "assigns",
-    "bundles_moved",
-    "throughput_moved",
-    "ping_pong_moves",
-    "over_placement_events",
-    "time_to_balance_minutes",
-    "cluster_events",
-    "calibration_mape",
-    *(f"{m}_{s}" for m in ("load_std", "load_spread", "load_max_over_mean") for s in ("mean", "p95", "final")),
-)
+# run_metrics names promoted to strategy_comparison columns, in order: the KPI registry's stored KPIs.
+KPI_METRICS: tuple[str, ...] = tuple(k.metric for k in KPIS if k.derive is None)
 
 VIEW_NAMES: tuple[str, ...] = ("moves", "broker_timeline", "strategy_comparison")
 # the tables the views read (registered by ensure_views before it creates them): the registry's ``viewed`` tables

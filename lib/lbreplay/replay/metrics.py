@@ -3,9 +3,10 @@
 * unloads, transfers, splits, assigns, bundles moved, throughput moved (bytes/s of the moved bundles);
 * load spread over alive brokers of the weighted max usage: max-min and max/mean, and its std; each as
   mean, p95 and final over ticks;
-* time to balance: minutes from each broker join/leave until the std first returns to at most
-  max(the mean std of the 10 ticks before the event, 0.05), mean over events (unbalanced at the end: counted
-  until the last tick);
+* recovery after joins/leaves (``recovery_minutes`` in run_metrics): minutes from each broker join/leave until
+  the std first returns to at most max(the mean std of the 10 ticks before the event, 0.05), mean over events
+  (unbalanced at the end: counted until the last tick). The time to balance by the config's own target is
+  computed from ``broker_ticks`` (``report.balance``);
 * ping-pong moves: a bundle moved back to a broker it left within 2 grace periods
   (``loadBalancerSheddingGracePeriodMinutes``);
 * over-placement events: one broker receiving >= 3 bundles in one tick and becoming the most loaded alive

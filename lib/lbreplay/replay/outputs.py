@@ -89,22 +89,22 @@ def _sorted_std(values: Column) -> Column:
     return F.sqrt(F.try_divide(_fold_sum(F.transform(values, lambda x: (x - mean) * (x - mean))), F.size(values)))
 
 
-def combine_metrics(seq_metrics: DataFrame, broker_ticks: DataFrame) -> DataFrame:
+def combine_metrics(seq_metrics: DataFrame, broker_ticks: DataFrame, targets: DataFrame | None = None) -> DataFrame:
     """run_metrics: the tasks' additive metrics summed over tick slices, plus the load distribution over time
     (std, max-min spread and max/mean of the weighted max usage over alive brokers per tick; mean, p95, final)
-    computed from ``broker_ticks``."""
+    computed from ``broker_ticks``; with ``targets`` the balance KPIs (``report.balance.balance_metrics``)."""
     summed = seq_metrics.groupBy("run_id", "metric").agg(
         F.when(F.col("metric") == "task_peak_rss_mb", F.max("value")).otherwise(_ordered_sum("value")).alias("value"))
     wide = summed.groupBy("run_id").pivot("metric", list(KPI_SUMS)).agg(F.first("value"))
     derived = wide.select(
         "run_id",
         F.when(F.col("cluster_events") > 0, F.col("time_to_balance_minutes_total") / F.col("cluster_events"))
-        .otherwise(F.lit(0.0)).alias("time_to_balance_minutes"),
+        .otherwise(F.lit(0.0)).alias("recovery_minutes"),
         F.when(F.col("calibration_ticks") > 0, F.col("calibration_error_total") / F.col("calibration_ticks"))
         .otherwise(F.lit(None).cast("double")).alias("calibration_mape"),
     )
     derived = derived.select("run_id", F.expr(
-        "stack(2, 'time_to_balance_minutes', time_to_balance_minutes, 'calibration_mape', calibration_mape)"
+        "stack(2, 'recovery_minutes', recovery_minutes, 'calibration_mape', calibration_mape)"
     ).alias("metric", "value"))
     per_tick = broker_ticks.where("alive").groupBy("run_id", "tick").agg(
         F.array_sort(F.collect_list("weighted_max_usage")).alias("u"),
@@ -128,7 +128,12 @@ def combine_metrics(seq_metrics: DataFrame, broker_ticks: DataFrame) -> DataFram
         f"stack({len(cols)}, " + ", ".join(f"'{c}', CAST({c} AS DOUBLE)" for c in cols) + ")").alias("metric", "value"))
     rest = summed.where(~F.col("metric").isin("time_to_balance_minutes_total", "calibration_error_total",
                                                "calibration_ticks"))
-    return rest.unionByName(derived).unionByName(stacked)
+    out = rest.unionByName(derived).unionByName(stacked)
+    if targets is None:
+        return out
+    from lbreplay.report.balance import balance_metrics
+
+    return out.unionByName(balance_metrics(broker_ticks, targets))
 
 
 def observed_ownership(bundle_load: DataFrame, cluster: str) -> DataFrame:
@@ -169,7 +174,9 @@ def write_outputs(spark: SparkSession, lake: str, cluster: str, raw: DataFrame, 
     # broker_ticks feeds its table and every per-tick KPI of run_metrics: parse the JSON once
     bt = bt.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        met = combine_metrics(seq_metrics, bt)
+        from lbreplay.report.balance import targets_frame
+
+        met = combine_metrics(seq_metrics, bt, targets_frame(spark, {r["run_id"]: r["config"] for r in runs}))
         # four independent Delta commits, concurrently; the runs row is written after all of them
         run_concurrently(*[
             (lambda table=table, df=df: tables.replace_partitions(spark, lake, table, df, where))

@@ -42,11 +42,12 @@ class RunInfo:
     pulsar_version: str
     started_at: Any = None
     finished_at: Any = None
+    name: str = ""  # the verdict's human name (config name, sweep label or the keys that differ)
 
     @property
     def label(self) -> str:
-        """Legend label: run id and its strategies."""
-        return f"{self.run_id} ({self.shedding_strategy} + {self.placement_strategy})"
+        """Legend label: the run's name (else its id) and its strategies."""
+        return f"{self.name or self.run_id} ({self.shedding_strategy} + {self.placement_strategy})"
 
 
 @dataclass
