@@ -283,16 +283,19 @@ def test_windowed_spark_audit_starts_with_what_the_leader_held(spark, lake: str)
     from lbreplay.lake.validation import validate
     from lbreplay.lake.window import window_from_flags
     from lbreplay.live_audit.audit_check import audit_decisions
-    from lbreplay.replay.run_config import resolve_run_config
-    from lbreplay.replay.spark_replay import execute
+    from lbreplay.replay.run_config import read_run_config
+    from lbreplay.replay.spark_replay import execute, with_lines
 
     cluster = "real-window"
     ingest(spark, lake, SAMPLE, cluster)
     assert validate(spark, lake, cluster).passed
-    pulsar, options = resolve_run_config(None, str(SAMPLE / "broker.conf"), [])
-    execute(spark, lake, cluster, [(pulsar, {**options, "mode": "observed"}), (pulsar, {**options, "mode": "closed-loop"})],
-            run_ids=["real-window-audit", "real-window-what-if"], quiet=True,
-            window=window_from_flags(WINDOW_LEAD_IN_FROM, None))
+    window = window_from_flags(WINDOW_LEAD_IN_FROM, None)
+    intakes = [read_run_config(None, str(SAMPLE / "broker.conf")) for _ in range(2)]
+    intakes[0].replay["mode"], intakes[1].replay["mode"] = "observed", "closed-loop"
+    specs = with_lines(spark, lake, cluster, window, intakes, quiet=True)  # as replay: the recording's line
+    assert [(p["pulsarVersion"], o["pulsarLine"]["source"]) for p, o in specs] == [("4.0", "recording")] * 2
+    execute(spark, lake, cluster, specs, run_ids=["real-window-audit", "real-window-what-if"], quiet=True,
+            window=window)
     audit = audit_decisions(spark, lake, "real-window-audit")
     start = _ms(WINDOW_LEAD_IN_FROM)
     leader = [d for d in leader_decisions(SAMPLE) if d.at_ms >= start]

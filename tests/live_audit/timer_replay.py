@@ -1,5 +1,6 @@
 """The audit's engine over a committed recording's report versions, on its recorded election's timer (no Spark):
-what ``replay --mode observed --broker-conf <the recording's broker.conf>`` decides, tick by tick."""
+what ``replay --mode observed --broker-conf <the recording's broker.conf>`` decides, tick by tick, on the Pulsar line
+the recording's brokers report (``lake.recorded_line``, as the command chooses it)."""
 
 from __future__ import annotations
 
@@ -25,17 +26,32 @@ def replay_on_the_timer(sample: Path, namespaces: list[str], with_leader: bool =
     from tests.live_audit.test_real_sample import _version_ticks
 
     conf = typed_overrides(parse_broker_conf((sample / "broker.conf").read_text(encoding="utf-8")), path="broker.conf")
+    rows = read_dumps(sample, sample.name).rows
+    conf["pulsarVersion"] = recorded_line(rows).line
     brokers = recorded_versions(sample, "brokers")
     ids = sorted(brokers)
     static = StaticInputs(ids, namespaces, CpuCalibration(np.zeros(len(ids)), np.zeros(len(ids))))
     replay = Replay(RunSpec(sample.name, sample.name, "observed", conf), static)
     hold = (int(replay.conf["loadBalancerReportUpdateMaxIntervalMinutes"]) + 1) * 60_000
-    rows = read_dumps(sample, sample.name).rows
     elected = sorted((int(r["ts"].timestamp() * 1000), r["broker"]) for r in rows["leader_election"])
     runs = sorted(int(r["ts"].timestamp() * 1000) for r in rows["shedding_run"]) if logged_runs else None
     ticks = list(with_leader_timer(held_reports(iter(_version_ticks(brokers, ids)), len(ids), hold),
                                    [t for t, _ in elected], [b for _, b in elected] if with_leader else None, runs))
     return ticks, [d for obs in ticks for d in replay.step(obs).decisions]
+
+
+def recorded_line(rows: dict[str, list[dict[str, Any]]]) -> Any:
+    """The line ``replay`` chooses for these ingested rows: ``choose_line`` over their broker_load versions (what
+    ``recorded_versions`` reads from the lake)."""
+    from lbreplay.lake.recorded_line import VersionSeen, choose_line
+
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in rows["broker_load"]:
+        if r.get("broker_version"):
+            by.setdefault(r["broker_version"], []).append(r)
+    seen = [VersionSeen(v, min(r["ts"] for r in rs), max(r["ts"] for r in rs), len({r["broker"] for r in rs}))
+            for v, rs in sorted(by.items())]
+    return choose_line(seen, None)
 
 
 def decision_keys(decisions: list, leader: bool = False) -> list[tuple]:
