@@ -97,3 +97,23 @@ def test_one_warm_server_per_lake_reused_then_stopped_when_idle(warm_lake: str) 
     assert not warm_server.is_server_process(state.pid)
     assert _processes_mentioning(f"{lake}/_catalog") == []  # its JVM is gone too
     assert warm_server.read_state(warm_server.state_dir(lake)) is None
+
+
+def test_when_commands_use_a_warm_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Local lakes without --master only, unless LBREPLAY_WARM=0; status/stop of a lake with no server say so."""
+    from lbreplay.errors import UsageError
+
+    monkeypatch.setenv("LBREPLAY_WARM", "0")
+    assert not warm_server.warm_enabled(str(tmp_path), None)
+    monkeypatch.setenv("LBREPLAY_WARM", "1")
+    assert not warm_server.warm_enabled(str(tmp_path), "local[2]")
+    assert not warm_server.warm_enabled("s3a://bucket/lake", None)
+    monkeypatch.setenv("LBREPLAY_WARM_IDLE", "soon")
+    with pytest.raises(UsageError, match="LBREPLAY_WARM_IDLE must be a number of seconds, got 'soon'"):
+        warm_server.idle_seconds()
+    for action in ("status", "stop"):
+        warm_server.server_command(action, str(tmp_path))
+        assert capsys.readouterr().out == f"no warm server for {tmp_path}\n"
+    with pytest.raises(UsageError, match="server action must be status or stop, got 'restart'"):
+        warm_server.server_command("restart", str(tmp_path))
