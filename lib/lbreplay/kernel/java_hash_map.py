@@ -7,10 +7,10 @@ order is part of the behaviour. It is fixed by ``String.hashCode`` (UTF-16 code 
 (a power of two; ``HashMap(n)``: ``tableSizeFor(n)``, resized when ``size > 0.75 * table``;
 ``ConcurrentHashMap(n)`` in JDK 17: ``tableSizeFor((long) (1.0 + n / 0.75f))``, resized when
 ``size >= 0.75 * table``, and ``treeifyBin`` on a small table presizes by ``tryPresize(2 * table)``, which
-grows it until it exceeds ``tableSizeFor(3 * table + 1)``), the order within a bin (``HashMap``: appended by
+doubles it until 3/4 of it reach ``tableSizeFor(3 * table + 1)``), the order within a bin (``HashMap``: appended by
 ``put``, prepended by ``computeIfAbsent``, split into lo / hi in order on resize; ``ConcurrentHashMap``:
 appended, and ``transfer`` keeps the last run of nodes going to the same half and prepends the others, i.e.
-reverses them) and tree bins (``HashMap`` at 9 keys in a bin with a table of 64+, ``ConcurrentHashMap`` at 9):
+reverses them) and tree bins (9 keys in one bin with a table of 64+; below 64 the table grows instead):
 mirrored exactly in :mod:`lbreplay.kernel.java_tree_bin` (``HashMap`` keeps the tree's root first and links a
 new node after its tree parent; ``ConcurrentHashMap.TreeBin`` prepends new nodes). Checked against the real
 JDK classes by ``tests/kernel/test_java_hash_map.py`` (random histories, colliding keys).
@@ -19,12 +19,16 @@ Where Pulsar (``org.apache.pulsar.broker.loadbalance``; read on master and the 4
 
 * ``LoadData.brokerData`` / ``bundleData`` / ``recentlyUnloadedBundles``: ``ConcurrentHashMap`` (default
   constructor, ``LoadData()``); brokers put by ``ModularLoadManagerImpl.updateAllBrokerData`` and removed when
-  they leave. ``AvgShedder.findBundlesForUnloading`` fills its ``brokers`` list from
-  ``loadData.getBrokerData().entrySet()`` and sorts it with ``(int) (a - b)`` on 4.0.x (``Collections.sort``,
-  i.e. TimSort, :mod:`lbreplay.kernel.java_tim_sort`): brokers within one percentage point tie, so this map's
-  order decides the pairing. ``OverloadShedder.findBundlesForUnloading`` (``getBrokerData().forEach``),
+  they leave. ``AvgShedder.calculateScoresAndSort`` (4.0.7 bytecode) clears its ``brokerScoreMap`` (a
+  ``HashMap`` field of the strategy: ``clear()`` keeps the table at its largest size), puts every broker in
+  ``loadData.getBrokerData()`` order, then sorts ``brokerScoreMap.entrySet().stream()`` with ``(int) (a - b)``
+  (:mod:`lbreplay.kernel.java_tim_sort`): brokers within one percentage point tie, so that ``HashMap``'s order
+  decides the pairing (on the 3.3+ lines' ``comparingDouble`` too, for equal scores). Against the 4.0.7 jar with
+  its own maps (``lbreplay verify``'s 300 AvgShedder cases, seed 0), sorted-id order agrees in 257; this
+  module's order (``brokerData`` built in the snapshot's broker order, then ``brokerScoreMap`` kept across
+  calls) in 300. ``OverloadShedder.findBundlesForUnloading`` (``getBrokerData().forEach``),
   ``UniformLoadShedder.findBundlesForUnloading`` (``brokersData.forEach`` with strict ``>`` / ``<``: the first
-  broker in this order wins a tie for max / min) and ``ThresholdShedder`` visit brokers in this order.
+  broker in this order wins a tie for max / min) and ``ThresholdShedder`` visit brokers in ``brokerData``'s order.
 * ``LoadData.getBundleDataForLoadShedding()``: a ``HashMap`` (``Collectors.toMap``, ``putIfAbsent`` in
   ``bundleData``'s order); ``AvgShedder`` / ``UniformLoadShedder`` / ``OverloadShedder`` stream it and sort the
   bundles by traffic with a stable sort, so bundles of equal traffic keep this map's order.
@@ -39,8 +43,8 @@ Where Pulsar (``org.apache.pulsar.broker.loadbalance``; read on master and the 4
   ``LoadManagerShared.applyNamespacePolicies`` and the broker filters) is the candidate set placement walks
   (``LeastLongTermMessageRate`` keeps the first best broker of its iteration); ``preallocatedBundleToBroker``
   (``ConcurrentHashMap``).
-* ``AvgShedder.brokerHitCountForHigh`` / ``brokerHitCountForLow`` / ``brokerScoreMap`` (``HashMap``): read by
-  key only, their order never matters; ``bundleBrokerMap`` (``HashMap`` keyed by ``BundleData``) likewise.
+* ``AvgShedder.brokerHitCountForHigh`` / ``brokerHitCountForLow`` (``HashMap``): read by key only, their order
+  never matters; ``bundleBrokerMap`` (``HashMap`` keyed by ``BundleData``) likewise.
 
 ``LinkedHashMap`` iterates in insertion order (a re-put keeps the position, remove and put moves to the end).
 """
