@@ -5,6 +5,7 @@ server stops itself when idle and leaves no process behind. The server is stoppe
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -52,6 +53,7 @@ def warm_lake(spark: Any, tmp_path: Path) -> Iterator[str]:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+    shutil.rmtree(warm_server.state_dir(lake), ignore_errors=True)
 
 
 def _sql(lake: str, *argv: str, stdin: str | None = None) -> tuple[subprocess.CompletedProcess[str], float]:
