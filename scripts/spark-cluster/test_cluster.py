@@ -5,8 +5,13 @@
   each its own JVM bound to 127.0.0.1 with its own cores and memory; PIDs recorded in ``<work>/pids`` and every
   process stopped by PID at the end (also on failure);
 * the jobs submitted with ``spark-submit`` as README's "Running on a cluster" says: Delta through ``--packages``
-  (resolved from Maven Central), the package shipped as a ``--py-files`` zip, ``conf/`` as an ``--archives`` zip
-  (``LBREPLAY_CONF_DIR`` points the executors at it); the lake on the local filesystem the workers share;
+  (resolved from Maven Central); lbreplay, its pinned dependencies and ``conf/`` in the packed environment of
+  ``make dist`` (``--archives dist/lbreplay-env.tar.gz#environment``, ``spark.pyspark.python=./environment/bin/python``,
+  ``LBREPLAY_CONF_DIR=./environment/conf`` on the executors; pyspark from the workers' own Spark); the driver (client
+  mode) runs this interpreter; the lake on the local filesystem the workers share; neither the worker JVMs nor the
+  executors see this environment (no ``PYSPARK_PYTHON``, no ``PYTHONPATH``);
+* ``probe_env.py`` first: the driver's session passes the cluster Spark version check (``lbreplay.cluster_check``)
+  and one task per executor reports its ``sys.executable`` and module files, all inside the unpacked archive;
 * ``generate`` (heterogeneous, size S) -> ``validate`` -> a 4-run ``sweep`` (conf/grids/cluster-smoke.yaml) on the
   cluster, each executor with one core, so the runs spread over both executors;
 * ``compare.py`` (spark-submitted with ``--master local[2]``) runs the same sweep embedded and checks the decision
@@ -14,7 +19,7 @@
 
 Prints JSON lines (per run: executor id, decision hash; then the summary with the wall times and load averages).
 
-    python scripts/spark-cluster/test_cluster.py [--work DIR] [--keep]
+    python scripts/spark-cluster/test_cluster.py [--work DIR] [--keep] [--env-archive dist/lbreplay-env.tar.gz]
 """
 
 from __future__ import annotations
@@ -29,7 +34,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,14 +66,6 @@ def delta_package() -> str:
     import pyspark
 
     return f"io.delta:delta-spark_{'.'.join(pyspark.__version__.split('.')[:2])}_2.13:{version('delta-spark')}"
-
-
-def zip_dir(src: Path, dest: Path, arc_root: str, suffixes: tuple[str, ...]) -> Path:
-    with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as z:
-        for p in sorted(src.rglob("*")):
-            if p.is_file() and p.suffix in suffixes and "__pycache__" not in p.parts:
-                z.write(p, f"{arc_root}/{p.relative_to(src)}" if arc_root else str(p.relative_to(src)))
-    return dest
 
 
 class Cluster:
@@ -138,30 +134,32 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", default=None, help="work directory (default: a new temporary one, removed after)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (lake, logs, event logs)")
+    ap.add_argument("--env-archive", default=str(REPO / "dist" / "lbreplay-env.tar.gz"),
+                    help="the executors' packed environment (make dist)")
     args = ap.parse_args()
+    archive = Path(args.env_archive).resolve()
+    if not archive.is_file():
+        raise SystemExit(f"{archive}: no packed environment; run make dist")
     started = time.time()
     work = Path(args.work or tempfile.mkdtemp(prefix="lbreplay-cluster-")).resolve()
     work.mkdir(parents=True, exist_ok=True)
     lake, events = work / "lake", work / "events"
     events.mkdir(exist_ok=True)
-    py = zip_dir(REPO / "lib", work / "lbreplay.zip", "", (".py",))
-    conf_zip = zip_dir(REPO / "conf", work / "conf.zip", "", (".yaml", ".yml", ".conf", ".json", ".properties"))
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYSPARK_GATEWAY_PORT", "PYTHONPATH", "PYSPARK_PYTHON", "VIRTUAL_ENV", "LBREPLAY_CONF_DIR")}
     env.update({
         "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": HOST, "SPARK_LOG_DIR": str(work / "logs"),
-        "SPARK_WORKER_DIR": str(work), "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "LBREPLAY_CONF_DIR": str(REPO / "conf"),  # the driver runs here (client mode)
+        "SPARK_WORKER_DIR": str(work),
     })
-    env.pop("PYSPARK_GATEWAY_PORT", None)
-    env.pop("PYTHONPATH", None)  # the package comes from --py-files, as on a cluster
+    # the driver (client mode) runs this interpreter with the checkout's conf/; the workers get neither
+    driver_env = {**env, "PYSPARK_DRIVER_PYTHON": sys.executable, "LBREPLAY_CONF_DIR": str(REPO / "conf")}
     ivy = Path.home() / ".cache" / "lbreplay" / "ivy-submit"
     common = [
         "--packages", delta_package(),
         "--conf", "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension",
         "--conf", "spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "--conf", f"spark.jars.ivy={ivy}",
-        "--py-files", str(py),
-        "--conf", f"spark.pyspark.python={sys.executable}",
+        "--conf", f"spark.pyspark.driver.python={sys.executable}",
         "--conf", f"spark.driver.host={HOST}", "--conf", f"spark.driver.bindAddress={HOST}",
         "--conf", "spark.ui.enabled=false",
         "--conf", "spark.sql.shuffle.partitions=4",
@@ -176,13 +174,15 @@ def main() -> int:
         cmd = [str(spark_home() / "bin" / "spark-submit"), *master_args, *common, script, *flags]
         log = work / "logs" / f"{step}.log"
         with log.open("wb") as fh:
-            rc = subprocess.run(cmd, check=False, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=fh).returncode
-        out = (log.parent / f"{step}.out")
+            out = subprocess.run(cmd, check=False, env=driver_env, cwd=REPO, stdout=subprocess.PIPE, stderr=fh)
         times[step] = round(time.time() - t0, 1)
-        if rc != 0:
-            raise SystemExit(f"{step} failed ({rc}); last lines of {log}:\n{log.read_text(errors='replace')[-4000:]}")
+        for line in out.stdout.decode(errors="replace").splitlines():
+            if step == "probe_env" and line.startswith("{"):
+                print(line, flush=True)
+        if out.returncode != 0:
+            raise SystemExit(f"{step} failed ({out.returncode}); last lines of {log}:\n"
+                             f"{out.stdout.decode(errors='replace')[-2000:]}{log.read_text(errors='replace')[-4000:]}")
         emit(step=step, seconds=times[step], load_average=[round(x, 2) for x in os.getloadavg()])
-        del out
 
     rc = 1
     try:
@@ -191,13 +191,16 @@ def main() -> int:
         times["cluster_start"] = round(time.time() - t0, 1)
         emit(step="cluster_start", master=cluster.master_url, workers=WORKERS, worker_cores=WORKER_CORES,
              pids={n: p.pid for n, p in cluster.procs.items()}, seconds=times["cluster_start"])
-        # conf/ reaches the executors as an archive unpacked in their working directory
-        on_cluster = ["--master", cluster.master_url,
-                      "--archives", f"{conf_zip}#lbconf", "--conf", "spark.executorEnv.LBREPLAY_CONF_DIR=lbconf",
+        # the packed environment (lbreplay, its pinned dependencies, conf/) unpacked in each executor's directory
+        on_cluster = ["--master", cluster.master_url, "--archives", f"{archive}#environment",
+                      "--conf", "spark.pyspark.python=./environment/bin/python",
+                      "--conf", "spark.executorEnv.LBREPLAY_CONF_DIR=./environment/conf",
                       "--conf", f"spark.executor.cores={WORKER_CORES}", "--conf", f"spark.executor.memory={EXECUTOR_MEMORY}",
                       "--conf", f"spark.cores.max={WORKERS * WORKER_CORES}",
                       "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0",
                       "--conf", "spark.scheduler.maxRegisteredResourcesWaitingTime=120s"]
+        submit("probe_env", on_cluster, "scripts/spark-cluster/probe_env.py", "--lake", str(lake),
+               "--executors", str(WORKERS))
         submit("generate", on_cluster, "jobs/generate.py", "--scenario", SCENARIO, "--size", SIZE,
                "--cluster", CLUSTER, "--seed", str(SEED), "--lake", str(lake), "--quiet")
         submit("validate", on_cluster, "jobs/validate.py", "--cluster", CLUSTER, "--lake", str(lake))
@@ -218,7 +221,7 @@ def main() -> int:
                "--cluster-prefix", "cluster", "--local-prefix", "local2", "--event-dir", str(events),
                "--app-id", app_id]
         with (work / "logs" / "compare.log").open("wb") as fh:
-            rc = subprocess.run(cmd, check=False, env=env, cwd=REPO, stderr=fh).returncode
+            rc = subprocess.run(cmd, check=False, env=driver_env, cwd=REPO, stderr=fh).returncode
         times["local_sweep_and_compare"] = round(time.time() - t0, 1)
         if rc != 0:
             print((work / "logs" / "compare.log").read_text(errors="replace")[-3000:], file=sys.stderr)
