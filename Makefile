@@ -128,7 +128,18 @@ BENCH_LAKE ?= data/lake
 bench-interactive: warm
 	$(BIN)/python bench/interactive.py --lake $(BENCH_LAKE)
 
-# A Spark standalone master + 2 workers (one JVM each, 127.0.0.1), the jobs spark-submitted onto them, a 4-run sweep
-# spread over both executors whose decision hashes must equal those of the same sweep on local[2].
-test-cluster: warm
+# A Spark standalone master + 2 workers (one JVM each, 127.0.0.1), the jobs spark-submitted onto them with the
+# executors in make dist's packed environment (probed: their Python and modules come from the unpacked archive),
+# a 4-run sweep spread over both executors whose decision hashes must equal those of the same sweep on local[2].
+test-cluster: warm dist
 	$(BIN)/python scripts/spark-cluster/test_cluster.py
+
+# For spark-submit onto a cluster: dist/lbreplay-<version>-py3-none-any.whl and dist/lbreplay-env.tar.gz, a packed
+# environment of the wheel + requirements-lock.txt (pyspark and py4j left out: the cluster's Spark provides them)
+# for --archives dist/lbreplay-env.tar.gz#environment. `make lock` rewrites the lock from the installed closure.
+.PHONY: dist lock
+dist: install
+	$(BIN)/python scripts/spark-cluster/pack_env.py dist
+
+lock: install
+	$(BIN)/python scripts/spark-cluster/pack_env.py lock
