@@ -214,7 +214,7 @@ def test_arguments_carry_the_data_interval_in_run_ids(dag: Any) -> None:
         "--run-id", "baseline-sample-modular-20230802", "--from", start, "--to", end, "--lake", "/lake"]
     assert args["sweep_candidates"] == [
         "--cluster", CLUSTER, "--grid", str(REPO / "airflow/conf/candidates.yaml"),
-        "--run-id-prefix", "sweep-sample-modular-20230802", "--from", start, "--to", end, "--lake", "/lake"]
+        "--broker-conf", str(REPO / "airflow/conf/sample-modular-broker.conf"), "--run-id-prefix", "sweep-sample-modular-20230802", "--from", start, "--to", end, "--lake", "/lake"]
     # candidates.yaml: 2 thresholds x 2 placement strategies = 4 sweep runs, numbered from 01
     assert args["report"] == [
         "--runs", "baseline-sample-modular-20230802," + ",".join(f"sweep-sample-modular-20230802-0{i}" for i in range(1, 5)),

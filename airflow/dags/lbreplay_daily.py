@@ -7,8 +7,10 @@ For each cluster listed in ``airflow/conf/clusters.yaml`` (a task group named af
 2. ``validate``        ``jobs/validate.py --cluster C`` (fails the run on bad input: exit code 3);
 3. ``replay_baseline`` ``jobs/replay.py --cluster C --broker-conf <the cluster's own broker.conf>
                         --run-id baseline-C-<day> --from <start> --to <end>``;
-4. ``sweep_candidates`` ``jobs/sweep.py --cluster C --grid <candidates> --run-id-prefix sweep-C-<day>
-                        --from <start> --to <end>`` (run ids ``sweep-C-<day>-01`` ... one per grid point);
+4. ``sweep_candidates`` ``jobs/sweep.py --cluster C --grid <candidates> --broker-conf <the same broker.conf>
+                        --run-id-prefix sweep-C-<day> --from <start> --to <end>`` (run ids ``sweep-C-<day>-01`` ...
+                        one per grid point): each candidate is the cluster's broker.conf with only the grid's
+                        keys changed;
 5. ``report``          ``jobs/report.py --runs <baseline>,<sweep runs> --out <reports>/C/lbreplay-C-<day>.html``.
 
 ``<start>`` / ``<end>`` are the run's data interval (``data_interval_start`` / ``data_interval_end``, ISO-8601
@@ -268,7 +270,8 @@ def lbreplay_daily() -> None:
             baseline = submit("replay_baseline", "replay", cluster, [*baseline_args, *window])
             sweep = submit(
                 "sweep_candidates", "sweep", cluster,
-                ["--cluster", cluster, "--grid", spec["grid"], "--run-id-prefix", sweep_prefix, *window],
+                ["--cluster", cluster, "--grid", spec["grid"], "--broker-conf", spec["broker_conf"],
+                 "--run-id-prefix", sweep_prefix, *window],
             )
             report = submit(
                 "report", "report", cluster,
