@@ -247,3 +247,21 @@ def test_baseline_given_as_the_clusters_broker_conf(tmp_path: Any) -> None:
     conf.write_text("loadBalancerBrokerThresholdShedderPercentage=7\n")
     with pytest.raises(UsageError, match="broker.conf: no run among --runs replays"):
         conf_baseline(_runs(), str(conf))
+
+
+def test_names_from_sweep_labels_and_diff_of_keys_lbreplay_does_not_model() -> None:
+    """A sweep point is named by its label (the grid values that vary), a config file's run by its name, an audit
+    stays "observed"; broker.conf keys lbreplay does not model still show in the diff, as given."""
+    from lbreplay.report.verdict import run_names
+
+    runs = [RunView("a", "observed", {}, _metrics(None, 1.0), given_name="threshold-lltmr"),
+            RunView("b", "closed-loop", {"loadBalancerBrokerThresholdShedderPercentage": 5}, _metrics(1.0, 1.0),
+                    given_name="loadBalancerBrokerThresholdShedderPercentage=5"),
+            RunView("c", "closed-loop", {"managedLedgerMaxEntriesPerLedger": 100}, _metrics(1.0, 1.0),
+                    given_name="threshold-lltmr")]
+    run_names(runs, runs[0])
+    assert [r.name for r in runs] == ["observed (threshold-lltmr)", "loadBalancerBrokerThresholdShedderPercentage=5",
+                                      "threshold-lltmr"]
+    assert conf_diff({"managedLedgerMaxEntriesPerLedger": 50}, runs[2].config) == [
+        "-managedLedgerMaxEntriesPerLedger=50", "+managedLedgerMaxEntriesPerLedger=100"]
+    assert conf_diff({}, runs[2].config) == ["+managedLedgerMaxEntriesPerLedger=100"]

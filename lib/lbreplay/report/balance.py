@@ -66,13 +66,23 @@ def balance_target(config: Mapping[str, Any]) -> BalanceTarget:
     extensible load manager always uses TransferShedder's."""
     from lbreplay.kernel.config import PulsarConfig, is_extensible, short_class
 
-    conf = PulsarConfig.resolve({k: v for k, v in config.items() if k not in NON_PULSAR_KEYS})
+    conf = PulsarConfig.resolve(modelled_keys(config))
     strategy = "TransferShedder" if is_extensible(conf) else short_class(conf["loadBalancerLoadSheddingStrategy"])
     criterion = CRITERIA[strategy]
     return BalanceTarget(strategy, criterion, float(conf[criterion.key]))
 
 
 NON_PULSAR_KEYS = frozenset({"name", "label", "description"})  # run labels kept in runs.config, not broker.conf
+
+
+def modelled_keys(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys of ``config`` lbreplay models (conf/pulsar/defaults.yaml, aliases included); broker.conf keys of
+    other Pulsar features a run keeps are left out."""
+    from lbreplay.kernel.config import _defaults_doc
+
+    doc = _defaults_doc()
+    aliases: dict[str, str] = doc.get("aliases") or {}
+    return {k: v for k, v in config.items() if aliases.get(k, k) in doc["keys"]}
 
 
 def targets_frame(spark: SparkSession, configs: Mapping[str, Mapping[str, Any]]) -> DataFrame:

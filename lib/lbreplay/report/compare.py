@@ -20,7 +20,7 @@ def load_views(spark: Any, run_ids: list[str], database: str = DATABASE) -> list
     metrics: dict[str, dict[str, float | None]] = {r: {} for r in run_ids}
     for row in spark.sql(f"SELECT run_id, metric, value FROM {database}.run_metrics WHERE run_id IN ({ids})").collect():
         metrics[row["run_id"]][row["metric"]] = row["value"]
-    return [RunView(i.run_id, i.mode, i.config, metrics[i.run_id]) for i in infos]
+    return [RunView(i.run_id, i.mode, i.config, metrics[i.run_id], given_name=i.given_name) for i in infos]
 
 
 def observed_twin(spark: Any, run_ids: list[str], database: str = DATABASE) -> str | None:

@@ -43,6 +43,12 @@ class RunInfo:
     started_at: Any = None
     finished_at: Any = None
     name: str = ""  # the verdict's human name (config name, sweep label or the keys that differ)
+    replay_options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def given_name(self) -> str:
+        """The sweep point's ``label`` (the grid values that vary), else the config file's ``name``."""
+        return str(self.replay_options.get("label") or self.replay_options.get("name") or "")
 
     @property
     def label(self) -> str:
@@ -88,7 +94,7 @@ def load_runs(spark: Any, run_ids: list[str], database: str = DATABASE) -> list[
     rows = {
         r["run_id"]: r
         for r in spark.sql(
-            f"SELECT run_id, cluster, mode, seed, ticks, status, config, started_at, finished_at "
+            f"SELECT run_id, cluster, mode, seed, ticks, status, config, started_at, finished_at, replay_options "
             f"FROM {database}.runs WHERE run_id IN {_in_list(run_ids)}"
         ).collect()
     }
@@ -107,6 +113,7 @@ def load_runs(spark: Any, run_ids: list[str], database: str = DATABASE) -> list[
             run_id=rid, cluster=r["cluster"] or "", mode=r["mode"] or "", seed=int(r["seed"] or 0),
             ticks=int(r["ticks"] or 0), status=r["status"], config=config, shedding_strategy=shed,
             placement_strategy=place, pulsar_version=version, started_at=r["started_at"], finished_at=r["finished_at"],
+            replay_options=json.loads(r["replay_options"] or "{}"),
         ))
     return out
 

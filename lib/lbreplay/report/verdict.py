@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from lbreplay.errors import UsageError
-from lbreplay.report.balance import NON_PULSAR_KEYS, BalanceTarget, balance_target
+from lbreplay.report.balance import NON_PULSAR_KEYS, BalanceTarget, balance_target, modelled_keys
 from lbreplay.report.kpis import BY_NAME, format_delta, format_value
 from lbreplay.report.objectives import Objective
 
@@ -25,6 +25,7 @@ class RunView:
     metrics: dict[str, float | None]
     name: str = ""
     target: BalanceTarget | None = None
+    given_name: str = ""  # runs.replay_options' sweep ``label`` or ``name``, when the run has one
 
     def __post_init__(self) -> None:
         if self.target is None:
@@ -69,17 +70,22 @@ def effective(config: Mapping[str, Any]) -> dict[str, Any]:
     """The broker.conf keys a run used: its keys over the defaults of its ``pulsarVersion``."""
     from lbreplay.kernel.config import PulsarConfig
 
-    return PulsarConfig.resolve({k: v for k, v in config.items() if k not in NON_PULSAR_KEYS}).to_dict()
+    return PulsarConfig.resolve(modelled_keys(config)).to_dict()
+
+
+NOT_BROKER_CONF = NON_PULSAR_KEYS | {"pulsarVersion"}  # lbreplay's choice of Pulsar line, not a broker.conf key
 
 
 def conf_diff(base: Mapping[str, Any], cand: Mapping[str, Any]) -> list[str]:
-    """``-key=old`` / ``+key=new`` lines for the keys whose effective value differs (given keys only, sorted)."""
+    """``-key=old`` / ``+key=new`` lines for the keys given in either config whose effective value differs (keys
+    lbreplay does not model: as given; a side without the key has no line), sorted by key."""
     eb, ec = effective(base), effective(cand)
-    keys = sorted({k for k in (*base, *cand) if k not in NON_PULSAR_KEYS and k in eb})
     out = []
-    for k in keys:
-        if eb[k] != ec[k]:
-            out += [f"-{k}={_conf_value(eb[k])}", f"+{k}={_conf_value(ec[k])}"]
+    for k in sorted({k for k in (*base, *cand) if k not in NOT_BROKER_CONF}):
+        old, new = (eb[k], ec[k]) if k in eb else (base.get(k), cand.get(k))
+        if old != new:
+            out += [f"-{k}={_conf_value(old)}"] if old is not None else []
+            out += [f"+{k}={_conf_value(new)}"] if new is not None else []
     return out
 
 
@@ -89,15 +95,16 @@ def _short(v: Any) -> str:
 
 
 def run_names(runs: Sequence[RunView], baseline: RunView) -> None:
-    """Each run's human name: its config's ``name`` (or sweep ``label``), else "observed" for an audit, else the
-    keys that differ from the baseline's (``key=value``), else its run id; duplicates get their run id."""
+    """Each run's human name: "observed" for an audit; else its sweep point's ``label`` or its config's ``name``
+    (runs.replay_options, else runs.config), else the keys that differ from the baseline's (``key=value``), else
+    its run id; duplicates get their run id."""
     eb = effective(baseline.config)
     for r in runs:
-        given = r.config.get("name") or r.config.get("label")
-        if given:
+        given = r.given_name or r.config.get("label") or r.config.get("name")
+        if r.mode == "observed":
+            r.name = f"observed ({given})" if given else "observed"
+        elif given:
             r.name = str(given)
-        elif r.mode == "observed":
-            r.name = "observed"
         else:
             ec = effective(r.config)
             keys = sorted(k for k in r.config if k not in NON_PULSAR_KEYS and k in eb and eb[k] != ec[k])
