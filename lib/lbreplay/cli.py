@@ -122,7 +122,7 @@ def sql(
     lake: str = LakeOpt,
     master: Optional[str] = MasterOpt,
 ) -> None:
-    """Run Spark SQL against the registered tables (on the lake's warm Spark unless LBREPLAY_WARM=0)."""
+    """Run Spark SQL against the registered tables (in a terminal on the lake's warm Spark; LBREPLAY_WARM=0|1)."""
     from lbreplay.lake.sql import sql_command
 
     sql_command(query=query, fmt=format, lake=lake, master=master)

@@ -10,8 +10,9 @@ port, lake), lock and log live under ``$LBREPLAY_CACHE_DIR/servers/<hash of the 
 commands starting at once share one server. The server stops itself after ``LBREPLAY_WARM_IDLE`` seconds
 (default 900) with no command and no running Spark job; ``lbreplay server stop`` stops it at once.
 
-Only local lakes without ``--master`` and outside ``spark-submit`` use it; ``LBREPLAY_WARM=0`` turns it off (every
-command then starts its own embedded Spark, as before). A server that fails to start is reported on stderr and the
+Only local lakes without ``--master`` and outside ``spark-submit`` use it, by default when the command runs in a
+terminal; ``LBREPLAY_WARM=1`` turns it on elsewhere too (scripts), ``LBREPLAY_WARM=0`` off (every command then starts
+its own embedded Spark, as before). A server that fails to start is reported on stderr and the
 command runs on an embedded session instead.
 """
 
@@ -46,6 +47,9 @@ CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
 # A command's Connect session ends on the server after this long without a request (a command never waits on its
 # own session's release at exit: a server gone mid-way would hold it in the client's retries).
 SESSION_TIMEOUT = "10min"
+# A server that went away fails the command within seconds (Connect's default retries wait 10 minutes and more).
+CLIENT_RETRIES = 5
+CLIENT_MAX_BACKOFF_MS = 2000
 
 
 @dataclass(frozen=True)
@@ -78,8 +82,12 @@ def state_dir(lake: str) -> Path:
 
 def warm_enabled(lake: str, master: str | None) -> bool:
     """Whether a command on ``lake`` goes through the lake's warm server: a local lake, no ``--master``, not under
-    spark-submit, no Spark already running in this process, and ``LBREPLAY_WARM`` not ``0``."""
-    if os.environ.get(ENV_WARM, "1") == "0" or master is not None or "://" in lake:
+    spark-submit, no Spark already running in this process, and ``LBREPLAY_WARM=1`` or, when it is unset, a
+    terminal on stdin or stdout (interactive use; scripts, schedulers and CI leave no server behind)."""
+    setting = os.environ.get(ENV_WARM, "")
+    if setting == "0" or master is not None or "://" in lake:
+        return False
+    if setting != "1" and not (sys.stdin.isatty() or sys.stdout.isatty()):
         return False
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         return False
@@ -198,8 +206,10 @@ def lake_session(lake: str, master: str | None = None) -> Any:
         print(f"lbreplay: {exc}; running on an embedded Spark instead", file=sys.stderr)
         return get_spark(lake, master=master)
     from pyspark.sql import SparkSession
+    from pyspark.sql.connect.client.retries import DefaultPolicy
 
-    spark = SparkSession.builder.remote(f"sc://127.0.0.1:{state.port}").getOrCreate()
+    spark: Any = SparkSession.builder.remote(f"sc://127.0.0.1:{state.port}").getOrCreate()
+    spark.client.set_retry_policies([DefaultPolicy(max_retries=CLIENT_RETRIES, max_backoff=CLIENT_MAX_BACKOFF_MS)])
     folder = state_dir(lake)
     atexit.register(touch, folder)  # (no spark.stop(): the server ends idle sessions, SESSION_TIMEOUT)
     if needs is not None:
