@@ -525,8 +525,10 @@ def test_one_broker_only(spark: Any, lake: str, tmp_path: Path) -> None:
 
 
 def test_replay_of_a_cluster_with_no_rows(spark: Any, lake: str, tmp_path: Path) -> None:
-    """Empty tables: nothing was ingested for the cluster."""
-    refused(cli(spark, "replay", "--cluster", "h-nothing", "--lake", lake, "--quiet"), 3, r"h-nothing")
+    """Empty tables: nothing was ingested for the cluster. A usage error before Spark reads a table
+    (``lake.presence``: an unknown cluster exits 2 naming the known ones)."""
+    refused(cli(spark, "replay", "--cluster", "h-nothing", "--lake", lake, "--quiet"), 2,
+            r"unknown cluster 'h-nothing' in .*; known clusters: ")
 
 
 # ------------------------------------------------------------------------- a replayable cluster, damaged lakes
