@@ -11,6 +11,7 @@ import pytest
 
 from lbreplay.errors import UsageError
 from lbreplay.lake import presence
+from lbreplay.paths import CONF_DIR
 from tests.hostile.harness import cli
 
 NO_LAKE = "no lake at {}; create one with `lbreplay generate …`, `lbreplay ingest …` or `lbreplay collect --lake …`"
@@ -21,6 +22,8 @@ NO_LAKE = "no lake at {}; create one with `lbreplay generate …`, `lbreplay ing
     ["sql", "SELECT 1"],
     ["report", "--runs", "r1", "--out", "{tmp}/r.html"],
     ["replay", "--cluster", "c1"],
+    ["replay", "--cluster", "c1", "--run-id", "r1"],  # the run-id lock is taken under the lake: after the check
+    ["sweep", "--cluster", "c1", "--grid", "{grid}", "--run-id-prefix", "p"],
     ["validate"],
 ])
 @pytest.mark.parametrize("made", [False, True])
@@ -30,7 +33,8 @@ def test_a_path_that_is_not_a_lake_is_refused_and_left_alone(spark: Any, tmp_pat
     where = tmp_path / "not a lake"
     if made:
         where.mkdir()
-    outcome = cli(spark, *[a.format(tmp=tmp_path) for a in argv], "--lake", str(where))
+    grid = CONF_DIR / "grids" / "cluster-smoke.yaml"
+    outcome = cli(spark, *[a.format(tmp=tmp_path, grid=grid) for a in argv], "--lake", str(where))
     assert outcome.code == 2, outcome.err
     assert outcome.err.strip().splitlines() == ["lbreplay: " + NO_LAKE.format(where)]
     assert outcome.out == ""
