@@ -113,15 +113,15 @@ def java_option(option: str) -> str:
 
 
 # The embedded driver JVM's collector: the throughput collector suits a batch tool's JVM (no pause goal to meet);
-# on 2 cores a 12-tick replay process took 27-28 s with it, 31-39 s with the default G1 (README, "Scale and speed").
+# on 2 cores a 12-tick replay process took 27-28 s with it, 31-39 s with the default G1 (docs/performance.md).
 DRIVER_GC = "-XX:+UseParallelGC"
 _GC_CHOICE = re.compile(r"-XX:[+-]Use\w+GC\b")
 
 
 # A short-lived driver JVM with little Spark work compiles with C1 only: on 2 cores the tiered JIT's C2 compiles
 # and C1's profiled code cost the M closed loop's cold process 44.8-47.1 s against 37.5-38.6 s with C1 only; on
-# long scans C2's code wins (the L closed loop 173.0 s against 195.8 s, validate M 52.4 s against 64.0 s; README,
-# "Scale and speed").
+# long scans C2's code wins (the L closed loop 173.0 s against 195.8 s, validate M 52.4 s against 64.0 s;
+# docs/performance.md).
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
 _JIT_CHOICE = re.compile(r"-XX:(TieredStopAtLevel=\d|[+-]TieredCompilation)\b")
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Start a small real Pulsar cluster on 127.0.0.1 from the Maven Central jars (see README "Record your cluster"):
+# Start a small real Pulsar cluster on 127.0.0.1 from the Maven Central jars (see docs/user-guide.md, "Record a cluster"):
 #   one JVM with ZooKeeper + one bookie (PulsarStandaloneStarter --no-broker), the cluster metadata
 #   (PulsarClusterMetadataSetup), then N PulsarBrokerStarter JVMs (-Xmx512m), each with its own ports, data
 #   and log, and -- where the kernel's cgroups are writable -- its own cgroup with a CPU quota, so each broker

@@ -4,7 +4,7 @@
   (``org.apache.spark.deploy.master.Master``, ``org.apache.spark.deploy.worker.Worker`` through ``bin/spark-class``),
   each its own JVM bound to 127.0.0.1 with its own cores and memory; PIDs recorded in ``<work>/pids`` and every
   process stopped by PID at the end (also on failure);
-* the jobs submitted with ``spark-submit`` as README's "Running on a cluster" says: Delta through ``--packages``
+* the jobs submitted with ``spark-submit`` as docs/user-guide.md's "Running on a cluster" says: Delta through ``--packages``
   (resolved from Maven Central); lbreplay, its pinned dependencies and ``conf/`` in the packed environment of
   ``make dist`` (``--archives dist/lbreplay-env.tar.gz#environment``, ``spark.pyspark.python=./environment/bin/python``,
   ``LBREPLAY_CONF_DIR=./environment/conf`` on the executors; pyspark from the workers' own Spark); the driver (client

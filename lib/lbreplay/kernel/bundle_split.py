@@ -141,7 +141,7 @@ def find_bundles_to_split(
     if prof.split_min_two_topics:
         cand &= topics >= 2
     pick = np.flatnonzero(cand)
-    # broker ids, then bundle names (sorted visiting order for Java's map order, README)
+    # broker ids, then bundle names (sorted visiting order for Java's map order, docs/how-we-know.md)
     names = np.asarray(b.names, dtype=object)[rows[pick]]
     owners = np.asarray(ld.brokers.ids, dtype=object)[holders[pick]]
     pick = pick[np.lexsort((names, owners))]

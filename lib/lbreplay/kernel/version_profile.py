@@ -8,7 +8,7 @@ carrying it (PULSAR-LB-SPEC.md section 9). Default values of config keys that ch
 
 ``ALIASES``: ``"4.x"`` (the default of configs written before the lines were checked) means the newest checked
 4.x line, ``"3.x"`` the newest checked 3.x line. ``"2.9"`` is the one line not checked by the oracle (kept for the
-configs that name it; see the README).
+configs that name it; see docs/how-we-know.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SQL views over the output tables, in the ``lbreplay`` database (README: "SQL views and example queries").
+"""SQL views over the output tables, in the ``lbreplay`` database (docs/user-guide.md, "SQL views and example queries").
 
 Every view shows only runs whose ``runs.status`` is ``succeeded`` (a run's rows are complete only then):
 

@@ -36,7 +36,7 @@ __all__ = ["IMPL", "NOT_IN_LINE", "NOW", "PULSAR_LINES", "STRATEGIES", "Case", "
            "build_oracle", "compare", "kernel_answer", "line_strategies", "run_case", "run_cases", "verify", "verify_command"]
 
 # Pulsar line -> (newest jar checked, lbreplay profile name, JDK major the jar needs). The jar is the line's newest
-# pulsar-broker on Maven Central whose dependency tree resolves there (README "Proof against Pulsar's own classes").
+# pulsar-broker on Maven Central whose dependency tree resolves there (docs/how-we-know.md).
 PULSAR_LINES: dict[str, tuple[str, str, int]] = {
     # 5.0.1's POMs name a parent (org.apache.pulsar:pulsar:5.0.1) and modules (pulsar-common, ...) that Maven
     # Central does not serve; 5.0.0-M1 is the newest 5.0 release whose tree resolves.

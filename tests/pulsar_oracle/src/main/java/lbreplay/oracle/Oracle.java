@@ -336,7 +336,8 @@ public final class Oracle {
             inst.shedClass = shed;
         }
         // AvgShedder sorts the entries of its brokerScoreMap (a HashMap): ties (and, with 4.0.x's `(int) (a - b)`
-        // comparator, scores less than 1 apart) keep that map's order. Sorted here (README: nondeterministic spots).
+        // comparator, scores less than 1 apart) keep that map's order. Sorted here (docs/how-we-know.md: nondeterministic
+        // spots; the real iteration order is mirrored in kernel/java_hash_map.py).
         Object scores = readField(inst.placement, "brokerScoreMap");
         if (scores instanceof Map<?, ?> m && !(scores instanceof TreeMap<?, ?>)) {
             writeField(inst.placement, "brokerScoreMap", new TreeMap<String, Double>());
@@ -380,7 +381,7 @@ public final class Oracle {
 
     static void assign(Instances inst, ServiceConfiguration conf, LoadData loadData, String bundle, ObjectNode resp)
             throws Exception {
-        // Pulsar passes a HashSet (brokerCandidateCache); sorted here so hash order cannot decide (README).
+        // Pulsar passes a HashSet (brokerCandidateCache); sorted here so hash order cannot decide (docs/how-we-know.md).
         Set<String> candidates = new TreeSet<>(loadData.getBrokerData().keySet());
         BundleData data = loadData.getBundleData().get(bundle);
         if (data == null) {

@@ -47,7 +47,7 @@ import org.mockito.invocation.InvocationOnMock;
  *   <li>{@code policies} = {@code new SimpleResourceAllocationPolicies(pulsar)}, reading the request's
  *       {@code isolationPolicies} through {@code PulsarResources.getNamespaceResources().getIsolationPolicies()
  *       .getIsolationDataPolicies(cluster)} (a {@code NamespaceIsolationPolicies} over a sorted map: several policies
- *       matching one namespace resolve in policy-name order, README);</li>
+ *       matching one namespace resolve in policy-name order, docs/how-we-know.md);</li>
  *   <li>anti-affinity groups: {@code getLocalPolicies().getLocalPolicies[Async](ns)} answers
  *       {@code LocalPolicies.namespaceAntiAffinityGroup} from {@code namespaces.<ns>.policies};</li>
  *   <li>failure domains: {@code LoadManagerShared.refreshBrokerToFailureDomainMap} over
@@ -72,7 +72,7 @@ final class Pipeline {
         ModularLoadManagerImpl lm = loadManager(inst, conf, loadData, req);
         // The strategy behind a proxy that keeps the candidates of each bundle's first selectBroker call:
         // AvgShedder.selectBroker picks among them with `new Random()` (getExpectedBroker), so they are its set
-        // of equally valid answers (README).
+        // of equally valid answers (docs/how-we-know.md).
         List<Set<String>> firstCandidates = new ArrayList<>();
         Set<String> firstBest = new TreeSet<>();
         Object real = inst.placement;
@@ -111,7 +111,7 @@ final class Pipeline {
                 pick = lm.selectBrokerForAssignment(bundle(bundle));
             } catch (ArithmeticException e) {
                 // AvgShedder.getExpectedBroker with no candidate: `% 0` (also in its catch block), so the lookup
-                // fails; lbreplay answers "no broker" (null), the same outcome for the caller (README)
+                // fails; lbreplay answers "no broker" (null), the same outcome for the caller (docs/how-we-know.md)
                 if (!random || firstCandidates.isEmpty() || !firstCandidates.get(0).isEmpty()) {
                     throw e;
                 }
@@ -128,7 +128,7 @@ final class Pipeline {
             ArrayNode set = ties.addArray();
             if (random || firstBest.size() > 1) {
                 // a random draw: whether the overload re-check runs (and which EWMA entries it updates) depends on
-                // it, so the figures and the later bundles of the request are not compared (README)
+                // it, so the figures and the later bundles of the request are not compared (docs/how-we-know.md)
                 ((ObjectNode) resp.get("oracle")).put("randomDraw", true);
             }
             best = Oracle.readField(inst.placement, "bestBrokers");
@@ -138,7 +138,7 @@ final class Pipeline {
                     .equals("RoundRobinBrokerSelector")) {
                 // the first strategy call drew among several best brokers (ThreadLocalRandom): whether the
                 // overload re-check runs depends on that draw, so every broker of the namespace policy set is a
-                // possible answer (README); later bundles of the request are not compared
+                // possible answer (docs/how-we-know.md); later bundles of the request are not compared
                 policySet(lm, bundle).forEach(set::add);
             } else if (best instanceof Collection<?> c && !inst.placement.getClass().getSimpleName()
                     .equals("RoundRobinBrokerSelector")) {
@@ -155,7 +155,7 @@ final class Pipeline {
      * (package-private), skipping the bundle when there is none or it is the owner. 2.x unloads without a
      * destination (null). {@code doLoadShedding} itself is not called: it prunes with {@code System.currentTimeMillis()}
      * and unloads through {@code PulsarAdmin}; this loop is its body with the request's clock. Brokers of the plan are
-     * visited in sorted order (the multimap's hash order in Pulsar, README).
+     * visited in sorted order (the multimap's hash order in Pulsar, docs/how-we-know.md).
      */
     static void doLoadShedding(Oracle.Instances inst, ServiceConfiguration conf, LoadData loadData, long now,
                                JsonNode req, ObjectNode resp) throws Exception {
@@ -188,7 +188,7 @@ final class Pipeline {
         // The strategy behind a proxy that keeps each selectBroker call's candidates and best brokers: where the
         // strategy draws among several (ThreadLocalRandom / AvgShedder's `new Random()`), the destination is one of
         // a set of equally valid answers (oracle.destinationTies: bundle -> possible destinations; the owner among
-        // them means "may be skipped"), as for the placement-pipeline answers (README)
+        // them means "may be skipped"), as for the placement-pipeline answers (docs/how-we-know.md)
         List<Set<String>> firstCandidates = new ArrayList<>();
         Set<String> firstBest = new TreeSet<>();
         Object real = inst.placement;
@@ -317,7 +317,7 @@ final class Pipeline {
         set(lm, "placementStrategy", inst.placement);
         set(lm, "loadData", loadData);
         // brokerCandidateCache is a HashSet: RoundRobinBrokerSelector indexes List.copyOf(candidates), so its pick
-        // depends on hash order; a sorted set here (README: nondeterministic spots)
+        // depends on hash order; a sorted set here (docs/how-we-know.md: nondeterministic spots)
         set(lm, "brokerCandidateCache", new TreeSet<String>());
         if (has(lm, "sheddingExcludedNamespaceSelectionStrategy")) {  // 4.2+
             set(lm, "sheddingExcludedNamespaceSelectionStrategy",
