@@ -13,6 +13,7 @@ import pytest
 
 from lbreplay.collect.leader_log import is_leader_log_line, log_time_ms, parse_leader_log, shedding_runs
 from lbreplay.collect.leader_log_files import LEADER_LOG, LeaderLogGatherer, broker_of
+from lbreplay.lake.dump_tree import dump_files
 from tests.collect.admin_server import admin_server, pulsar_answers
 
 SAMPLES = Path(__file__).resolve().parents[2] / "data" / "samples"
@@ -117,6 +118,8 @@ def test_growing_rotated_and_resumed_logs(tmp_path: Path) -> None:
     log.write_text(c + "\n", encoding="utf-8")
     assert again.gather() == 1
     assert (out / LEADER_LOG).read_text(encoding="utf-8").splitlines() == [f"127.0.0.1:18081 {x}" for x in (a, b, c)]
+    # the offsets are collect's bookkeeping: `ingest --source` (dump_tree.dump_files) must not take them for a dump
+    assert (out / "collect" / "leader-log-offsets.jsonl").is_file() and dump_files(out) == []
 
 
 def test_collect_gathers_the_leader_log_while_it_records(tmp_path: Path) -> None:

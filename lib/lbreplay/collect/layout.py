@@ -22,7 +22,7 @@ file                                                            content
                                                                 order (:mod:`lbreplay.collect.leader_log_files`):
                                                                 ``ingest`` takes the leader's elections and shedding
                                                                 runs from them, the live audit its decisions
-``collect/leader-log-offsets.json``                             how far each broker log was read (a later session
+``collect/leader-log-offsets.jsonl``                            how far each broker log was read (a later session
                                                                 goes on from there)
 ==============================================================  =============================================
 

@@ -9,7 +9,7 @@ unload and split lines, the extensible manager's schedulers, the elections) are 
 live audit its decisions (the same lines ``scripts/pulsar/live-test.sh`` gathers). A file named by no ``host:port``
 is still read, its lines unprefixed (a warning says so: an extensible split then names no owner).
 
-Offsets are kept in ``collect/leader-log-offsets.json`` (per file: inode and bytes read), so a later session goes on
+Offsets are kept in ``collect/leader-log-offsets.jsonl`` (a line per file: inode and bytes read), so a later session goes on
 where the last one stopped; a file that shrank or was replaced (rotation) is read again from its start. Only
 complete lines are read. When the session ends the file is sorted by the lines' timestamps (a stable sort: lines of
 one broker keep their order) and rewritten atomically.
@@ -22,12 +22,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from lbreplay.collect.layout import atomic_write, atomic_write_json
+from lbreplay.collect.layout import atomic_write
 from lbreplay.collect.leader_log import is_leader_log_line, log_time_ms
 from lbreplay.errors import UsageError
 
 LEADER_LOG = "leader-decisions.log"
-OFFSETS = Path("collect") / "leader-log-offsets.json"
+OFFSETS = Path("collect") / "leader-log-offsets.jsonl"  # JSON Lines: ``ingest`` reads a recording's *.json as dumps
 READ_LIMIT = 16 << 20  # bytes read per file per round (a long existing log is read over several rounds)
 _BROKER = re.compile(r"(?P<host>[A-Za-z0-9][\w.-]*)[_:](?P<port>\d{1,5})")
 
@@ -59,10 +59,16 @@ class LeaderLogGatherer:
     def _load_offsets(self) -> dict[str, dict[str, int]]:
         path = self.out / OFFSETS
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
+            records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         except (OSError, json.JSONDecodeError):
             return {}
-        return {str(k): v for k, v in doc.items() if isinstance(v, dict)}
+        return {str(r["file"]): {"inode": r.get("inode"), "offset": r.get("offset", 0)}
+                for r in records if isinstance(r, dict) and "file" in r}
+
+    def _save_offsets(self) -> None:
+        """One line per followed file (``file``, ``inode``, ``offset``), the whole file replaced atomically."""
+        lines = "".join(json.dumps({"file": k, **v}, sort_keys=True) + "\n" for k, v in sorted(self.offsets.items()))
+        atomic_write(self.out / OFFSETS, lines.encode("utf-8"))
 
     def files(self) -> list[Path]:
         return sorted(p for p in self.log_dir.rglob("*.log") if p.is_file())
@@ -83,7 +89,7 @@ class LeaderLogGatherer:
             with open(self.target, "a", encoding="utf-8") as fh:
                 fh.write("".join(ln + "\n" for ln in kept))
             self.lines += len(kept)
-        atomic_write_json(self.out / OFFSETS, self.offsets)
+        self._save_offsets()
         return len(kept)
 
     def _new_lines(self, path: Path, key: str) -> list[str]:
