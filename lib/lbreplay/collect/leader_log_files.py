@@ -62,7 +62,7 @@ class LeaderLogGatherer:
             records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         except (OSError, json.JSONDecodeError):
             return {}
-        return {str(r["file"]): {"inode": r.get("inode"), "offset": r.get("offset", 0)}
+        return {str(r["file"]): {"inode": int(r.get("inode", -1)), "offset": int(r.get("offset", 0))}
                 for r in records if isinstance(r, dict) and "file" in r}
 
     def _save_offsets(self) -> None:
