@@ -188,7 +188,7 @@ def replay(
     from lbreplay.replay.spark_replay import replay_command
     from lbreplay.spark import existing_lake, lake_path
 
-    with existing_lake(cluster, lake=lake), run_id_lock(lake_path(lake), [run_id] if run_id else []):
+    with existing_lake(cluster), run_id_lock(lake_path(lake), [run_id] if run_id else []):
         replay_command(cluster, config, broker_conf, set_, mode, run_id, seed, lake, master, quiet, window=(from_, to),
                        allow_unknown_keys=allow_unknown_keys)
 
@@ -218,7 +218,7 @@ def sweep(
     from lbreplay.spark import existing_lake, lake_path
 
     ids = [f"{run_id_prefix}-{i:02d}" for i in range(1, len(expand_grid(grid)) + 1)] if run_id_prefix else []
-    with existing_lake(cluster, lake=lake), run_id_lock(lake_path(lake), ids):
+    with existing_lake(cluster), run_id_lock(lake_path(lake), ids):
         sweep_command(cluster, grid, seed, lake, master, quiet, run_id_prefix=run_id_prefix, window=(from_, to),
                       broker_conf=broker_conf, sets=set_, allow_unknown_keys=allow_unknown_keys)
 

@@ -279,18 +279,11 @@ _NEEDS: ContextVar[LakeNeeds | None] = ContextVar("lbreplay_lake_needs", default
 
 
 @contextmanager
-def existing_lake(
-    cluster: str | None = None, runs: Iterable[str] = (), *, lake: str | os.PathLike[str] | None = None
-) -> Iterator[None]:
+def existing_lake(cluster: str | None = None, runs: Iterable[str] = ()) -> Iterator[None]:
     """Within the block :func:`get_spark` refuses (exit 2) a path that is not a lake (``lake.presence``): a local
     path before Spark starts (nothing is created), a storage URI right after; then a ``cluster`` with no input rows
     and ``runs`` not in the ``runs`` table, naming the known ones. Every command but ``generate``, ``ingest``,
-    ``collect`` and ``demo`` (which make lakes) runs in it. Given ``lake``, a local path is checked on entry, before
-    the block takes a lock under it."""
-    if lake is not None and "://" not in (lake_abs := lake_path(lake)):
-        from lbreplay.lake.presence import require_local_lake
-
-        require_local_lake(lake_abs)
+    ``collect`` and ``demo`` (which make lakes) runs in it."""
     token = _NEEDS.set(LakeNeeds(cluster, tuple(runs)))
     try:
         yield

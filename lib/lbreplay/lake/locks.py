@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, Iterable, Iterator
 
 from lbreplay.errors import LbReplayError
+from lbreplay.lake.presence import require_local_lake
 
 LOCK_DIR = "_locks"
 
@@ -33,13 +34,15 @@ def _lock_file(lake: str, run_id: str) -> Path:
 @contextmanager
 def run_id_lock(lake: str, run_ids: Iterable[str]) -> Iterator[None]:
     """Hold the lock of every id in ``run_ids`` for the duration of the block (non-blocking: a held lock raises
-    :class:`RunInProgressError` naming the run id and the holder's pid)."""
+    :class:`RunInProgressError` naming the run id and the holder's pid). A local path that is not a lake is refused
+    first (``lake.presence``), so no ``_locks`` directory is ever made outside a lake."""
     import fcntl
 
     ids = sorted({r for r in run_ids if r})
     if "://" in lake or not ids:
         yield
         return
+    require_local_lake(lake)
     (Path(lake) / LOCK_DIR).mkdir(parents=True, exist_ok=True)
     held: list[IO[str]] = []
     try:
