@@ -77,7 +77,7 @@ from lbreplay.kernel.json_readers import (
 )
 from lbreplay.kernel.leader_state import LeaderState
 from lbreplay.kernel.load_data_json import load_data_from_request
-from lbreplay.kernel.modular_load_manager import ModularLoadManager
+from lbreplay.kernel.load_manager import LoadManager, ModularLoadManager, create_load_manager
 from lbreplay.kernel.naming import (
     FIRST_BOUNDARY,
     LAST_BOUNDARY,
@@ -229,6 +229,8 @@ class DecideRequest:
         self.state_in = self._state(req.get("strategyState"))
         self._derived_layouts: dict[str, np.ndarray] = {}
         self.assigned_ext: dict[str, str] = {}
+        self.load_manager: LoadManager[Any]  # the family's manager (kernel.load_manager) and the view it reads
+        self.view: Any
         self.shedder: LoadSheddingStrategy | TransferShedder
         if self.extensible:
             ext = req.get("extensible")
@@ -294,16 +296,19 @@ class DecideRequest:
                 f"$.config.loadBalancerLoadSheddingStrategy: the load shedding strategy {shed_name} can't work with "
                 f"the placement strategy AvgShedder (ModularLoadManagerImpl requires the same class)")
         try:
-            self.manager = ModularLoadManager(conf, self.policies, self.rng)
+            manager = create_load_manager(conf, self.policies, self.rng)
         except LbReplayError as exc:
             raise with_request_root(exc) from None
+        assert isinstance(manager, ModularLoadManager)
+        self.manager = manager
+        self.load_manager, self.view = manager, self.ld
         self.shedder, self.placement = self.manager.shedder, self.manager.placement
         self.shed_name, self.place_name = shed_name, place_name
         self._restore(self.shedder, "shedding", shed_name)
         if self.placement is not self.shedder:
             self._restore(self.placement, "placement", place_name)
         # the refresh this call stands for (updateAll -> cleanupDeadBrokersData): the snapshot's brokers are active
-        self.manager.cleanup_dead_brokers_data(self.ld.brokers.ids)
+        self.manager.update_all(self.ld, samples=0, refresh=True)
         leader_saved = self.state_in.get("leader") or {}
         self.leader = self.manager.leader_state = LeaderState()
         try:
@@ -335,7 +340,10 @@ class DecideRequest:
         self.ctx = ExtensibleContext.from_snapshot(snap, self.now, lookup=snap.brokerLookupData, policies=self.policies,
                                                    extra_filters=POLICY_FILTERS)
         self.shed_name = SHEDDING_STRATEGY
-        self.ext_manager = ExtensibleLoadManager()
+        manager = create_load_manager(self.conf, self.policies, self.rng)
+        assert isinstance(manager, ExtensibleLoadManager)
+        self.ext_manager = manager
+        self.load_manager, self.view = manager, self.ctx
         self.shedder = self.ext_manager.shedder
         self._restore(self.shedder, "shedding", self.shed_name)
         self.splitter = self.ext_manager.split_scheduler.splitter
@@ -356,10 +364,7 @@ class DecideRequest:
 
     def shed(self, resp: Response) -> None:
         """``doLoadShedding`` (modular) or ``UnloadScheduler.execute`` (extensible)."""
-        if self.extensible:
-            shedding = self.ext_manager.unload_scheduler.execute(self.ctx, self.conf)
-        else:
-            shedding = self.manager.shed(self.ld, self.now)
+        shedding = self.load_manager.shed(self.view, self.now)
         for u in shedding.unloads:
             resp.unload.append({"broker": u.broker, "bundle": u.bundle, "destination": u.destination,
                                 "reason": u.reason})
@@ -522,24 +527,12 @@ class DecideRequest:
 
     # --- assign / lookup ----------------------------------------------------------------------------
     def assign(self, path: str, bundles: list[str], resp: Response) -> None:
-        if self.extensible:
-            self._assign_extensible(bundles, resp)
-            return
-        for bundle, broker in self.manager.assign(bundles, self.ld):
+        """``selectBrokerForAssignment`` (modular) or ``ExtensibleLoadManagerImpl.assign`` (extensible: the
+        channel's owner, or this call's earlier choice, first)."""
+        placed = (self.ext_manager.assign(bundles, self.ctx, self.assigned_ext) if self.extensible
+                  else self.load_manager.assign(bundles, self.view))
+        for bundle, broker in placed:
             resp.assign.append({"bundle": bundle, "broker": broker})
-
-    def _assign_extensible(self, bundles: list[str], resp: Response) -> None:
-        """``ExtensibleLoadManagerImpl.assign``: the current owner if the channel has one (or this call already
-        assigned it), else the filter pipeline and ``LeastResourceUsageWithWeight``."""
-        ctx = self.ctx
-        for bundle in bundles:
-            owner = (self.snap.bundleOwners or {}).get(bundle) or self.assigned_ext.get(bundle)
-            if owner is None:
-                row = self.ext_manager.select_broker(ctx, self.conf, bundle, self.rng)
-                owner = ctx.broker_ids[row] if row >= 0 else None
-                if owner is not None:
-                    self.assigned_ext[bundle] = owner
-            resp.assign.append({"bundle": bundle, "broker": owner})
 
     def lookup(self, path: str, topics: list[str], resp: Response) -> None:
         """Topic -> bundle: ``NamespaceBundles.findBundle(crc32(TopicName.toString()))`` over the namespace layout."""

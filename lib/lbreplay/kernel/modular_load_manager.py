@@ -4,8 +4,8 @@ Mirrors ``ModularLoadManagerImpl.doLoadShedding`` (with ``shouldNamespacePolicie
 ``shouldAntiAffinityNamespaceUnload`` and the destination chosen by ``selectBroker``), the strategy pairing of
 ``ModularLoadManagerImpl.initialize``, ``checkNamespaceBundleSplit`` and, for a list of bundles,
 ``selectBrokerForAssignment`` in order, and ``cleanupDeadBrokersData`` (``onActiveBrokersChange`` at every
-refresh). :class:`ModularLoadManager` holds the leader's strategies and state; ``decide`` and the replay drive it
-(the replay adds the report/update cycle around it).
+refresh). :class:`ModularLoadManager` holds the leader's strategies and state and runs ``updateAll``
+(:meth:`ModularLoadManager.update_all`); ``decide`` and the replay drive it through ``kernel.load_manager``.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from lbreplay.errors import InvalidInputError, UsageError
 from lbreplay.kernel.bundle_split import SplitDecision, check_namespace_bundle_split
 from lbreplay.kernel.config import PulsarConfig, short_class
 from lbreplay.kernel.leader_state import LeaderState
-from lbreplay.kernel.load_data import LoadData, derived_cache
+from lbreplay.kernel.load_data import LoadData, StoredRead, derived_cache, update_bundle_data
 from lbreplay.kernel.naming import split_bundle_name
-from lbreplay.kernel.placement import selection
+from lbreplay.kernel.placement import clear_preallocations, selection
 from lbreplay.kernel.policies import NamespacePolicies, parse_broker_host
 from lbreplay.kernel.split_algorithms import TopicStats
 from lbreplay.kernel.strategy import LoadSheddingStrategy, ModularLoadManagerStrategy, Unload, strategy_class
@@ -228,8 +228,12 @@ class Shedding:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
+
+
 class ModularLoadManager:
     """``ModularLoadManagerImpl`` on the leader: its strategies, ``LeaderState`` and namespace policies."""
+
+    family = "modular"
 
     def __init__(self, conf: PulsarConfig, policies: NamespacePolicies, rng: np.random.Generator,
                  strategies: tuple[LoadSheddingStrategy, ModularLoadManagerStrategy] | None = None) -> None:
@@ -240,6 +244,44 @@ class ModularLoadManager:
         self.rng = rng
         self.shedder, self.placement = strategies if strategies is not None else create_strategies(conf)
         self.leader_state: LeaderState | None = None
+        self._active: frozenset[str] | None = None  # the brokers of the last cleanupDeadBrokersData
+
+    def update_all(
+        self,
+        ld: LoadData,
+        *,
+        samples: int,
+        refresh: bool,
+        stored: StoredRead | None = None,
+        after_samples: Callable[[LoadData], None] | None = None,
+        leader_owned: Callable[[LoadData], set[str] | None] | None = None,
+    ) -> None:
+        """``ModularLoadManagerImpl.updateAll`` (and the ``updateBundleData`` of
+        ``writeBundleDataOnZooKeeper``) on the leader's LoadData, whose brokers are the active ones:
+
+        * ``cleanupDeadBrokersData`` when a report notification came (``refresh``) or the active brokers changed;
+        * ``samples`` runs of ``updateBundleData`` (one per ``updateAll`` and per quota-task write), each one
+          BundleData sample of every reported bundle (``stored``: the recorded BundleData a new one starts from);
+          then every broker's ``TimeAverageBrokerData`` as reset (``after_samples`` sees it), [M] the BundleData of
+          bundles no broker reported dropped, the preallocations cleared (``leader_owned``: the bundles the
+          leader's ``getOwnedServiceUnits()`` holds; None: the reported-with-BundleData rule alone) and
+          ``brokerToNamespaceToBundleRange`` rebuilt. ``checkNamespaceBundleSplit`` (:meth:`check_split`) ends
+          ``updateAll``; the caller runs it with the bundle layouts."""
+        active = frozenset(ld.brokers.ids)
+        if refresh or active != self._active:
+            self.cleanup_dead_brokers_data(active)
+            self._active = active
+        if not samples:
+            return
+        ld.tabd = None  # updateBundleData resets every broker's TimeAverageBrokerData from its samples
+        for _ in range(samples):
+            update_bundle_data(ld, stored)
+        if after_samples is not None:
+            after_samples(ld)
+        if profile_for(self.conf["pulsarVersion"]).drop_unreported_bundle_data:
+            ld.bundles.has_bundle_data &= ld.bundles.owner >= 0
+        clear_preallocations(ld, leader_owned(ld) if leader_owned is not None else None)
+        self.leader(ld).reload(ld)
 
     def cleanup_dead_brokers_data(self, active: Iterable[str]) -> None:
         """``ModularLoadManagerImpl.cleanupDeadBrokersData``, the first step of every ``updateAll`` on the leader:
@@ -259,9 +301,11 @@ class ModularLoadManager:
             self.leader_state = LeaderState.from_load_data(ld)
         return self.leader_state
 
-    def shed(self, ld: LoadData, now_ms: int, clock: RunClock | None = None) -> Shedding:
+    def shed(self, ld: LoadData, now_ms: int, clock: RunClock | None = None,
+             issue: Callable[[Unload], bool] | None = None) -> Shedding:
         """``doLoadShedding`` with the reason nothing was unloaded: ``Disabled``, ``NoBrokers`` ("Only 1 broker
-        available"), the strategy's own reason, or ``NoDestination`` (planned, but none issued)."""
+        available"), the strategy's own reason, or ``NoDestination`` (planned, but none issued). ``issue`` sees each
+        issued unload in order (the caller's bookkeeping; doLoadShedding has already recorded it)."""
         conf = self.conf
         if not (conf["loadBalancerEnabled"] and conf["loadBalancerSheddingEnabled"]):
             return Shedding([], "Disabled")
@@ -269,6 +313,8 @@ class ModularLoadManager:
             return Shedding([], "NoBrokers")
         unloads = do_load_shedding(ld, conf, self.shedder, self.placement, self.leader(ld), self.policies,
                                    self.rng, now_ms, clock=clock)
+        if issue is not None:
+            unloads = [u for u in unloads if issue(u)]
         stats = dict(self.shedder.stats())
         if unloads:
             stats["unloadDetails"] = [{"bundle": u.bundle, **u.details} for u in unloads]

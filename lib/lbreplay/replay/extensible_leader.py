@@ -35,8 +35,7 @@ from lbreplay.kernel.extensible.extensible_load_manager import (
 )
 from lbreplay.kernel.extensible.split_scheduler import SPLIT_STRATEGY
 from lbreplay.kernel.extensible.top_k_bundles import TopBundlesLoadData, top_k_bundles
-from lbreplay.kernel.leader_election import runs_at
-from lbreplay.kernel.modular_load_manager import LeaderTask
+from lbreplay.kernel.load_manager import LeaderTimers, create_load_manager
 from lbreplay.kernel.policies import NamespacePolicies
 from lbreplay.kernel.strategy import Unload
 from lbreplay.replay.ownership import Ownership
@@ -56,7 +55,9 @@ class ExtensibleLeader:
         self.policies = policies
         self.rng = rng
         self.strategy = SHEDDING_STRATEGY
-        self.manager = ExtensibleLoadManager()
+        manager = create_load_manager(conf, policies, rng)
+        assert isinstance(manager, ExtensibleLoadManager)
+        self.manager = manager
         self.live = BrokerLoadData.empty(n)  # each broker's own, updated every 5 s
         self.published = BrokerLoadData.empty(n)  # the store the leader reads
         self.reports = WrittenReports(n)
@@ -64,7 +65,7 @@ class ExtensibleLeader:
         self.recently_unloaded_bundles: dict[str, int] = {}
         self.recently_unloaded_brokers: dict[str, int] = {}
         self.last_report_ms: int | None = None
-        self.shedding_task = LeaderTask()
+        self.timers = LeaderTimers(conf)  # the UnloadScheduler's timer
 
     def tick(self, view: LoadView, ownership: Ownership) -> list[Decision]:
         if view.recorded is not None:
@@ -74,9 +75,7 @@ class ExtensibleLeader:
         minute = view.timer_minute  # None: no recorded election, the tasks run by the ticks' own clock
         decisions = self._split(view, ownership) if minute is None or minute > 0 else []
         to_assign: list[str] = []
-        interval = int(self.conf["loadBalancerSheddingIntervalMinutes"])
-        due = self.shedding_task.due(view.ts_ms, interval * 60_000) if minute is None else runs_at(minute, interval)
-        if due:
+        if self.timers.shedding_due(view.ts_ms, minute):
             decisions += self._shed(view, ownership, to_assign)
         pending = list(dict.fromkeys(to_assign + ownership.layout.unowned()))
         if pending and view.alive.any() and view.apply:
@@ -179,7 +178,7 @@ class ExtensibleLeader:
             out.append(view.decision(action, u.bundle, u.broker, u.destination, u.reason, self.strategy, u.details))
             return True
 
-        self.manager.unload_scheduler.execute(ctx, self.conf, issue)
+        self.manager.shed(ctx, view.ts_ms, issue=issue)
         return out
 
     def _split(self, view: LoadView, ownership: Ownership) -> list[Decision]:
@@ -218,14 +217,12 @@ class ExtensibleLeader:
         ctx = self._context(view, ownership)
         layout = ownership.layout
         row_of = layout.rows()
+        unowned = [b for b in bundles if b in row_of and layout.owner[row_of[b]] < 0]
+        index = {b: i for i, b in enumerate(self.broker_ids)}
         out = []
-        for bundle in bundles:
-            row = row_of.get(bundle)
-            if row is None or layout.owner[row] >= 0:
+        for bundle, broker in self.manager.assign(unowned, ctx):
+            if broker is None:
                 continue
-            b = self.manager.select_broker(ctx, self.conf, bundle, self.rng)
-            if b < 0:
-                continue
-            ownership.set_owner(row, int(b))
-            out.append(view.decision("ASSIGN", bundle, None, self.broker_ids[b], "Assignment", PLACEMENT_STRATEGY))
+            ownership.set_owner(row_of[bundle], index[broker])
+            out.append(view.decision("ASSIGN", bundle, None, broker, "Assignment", PLACEMENT_STRATEGY))
         return out

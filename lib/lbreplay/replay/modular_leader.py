@@ -26,7 +26,6 @@ import numpy as np
 
 from lbreplay.kernel.broker_report import WrittenReports
 from lbreplay.kernel.config import PulsarConfig, short_class
-from lbreplay.kernel.leader_election import runs_at
 from lbreplay.kernel.load_data import (
     Brokers,
     Bundles,
@@ -35,10 +34,9 @@ from lbreplay.kernel.load_data import (
     derived_cache,
     insert_bundles,
     invalidate_derived,
-    update_bundle_data,
 )
-from lbreplay.kernel.modular_load_manager import LeaderTask, ModularLoadManager, RunClock
-from lbreplay.kernel.placement import clear_preallocations
+from lbreplay.kernel.load_manager import LeaderTimers, ModularLoadManager, create_load_manager
+from lbreplay.kernel.modular_load_manager import RunClock
 from lbreplay.kernel.policies import NamespacePolicies
 from lbreplay.kernel.version_profile import profile_for
 from lbreplay.replay.ownership import Layout, Ownership
@@ -57,7 +55,9 @@ class ModularLeader:
         self.broker_ids = broker_ids
         self.broker_row = {b: i for i, b in enumerate(broker_ids)}
         self.profile = profile_for(conf["pulsarVersion"])
-        self.manager = ModularLoadManager(conf, policies or NamespacePolicies(), rng)
+        manager = create_load_manager(conf, policies or NamespacePolicies(), rng)
+        assert isinstance(manager, ModularLoadManager)
+        self.manager = manager
         self.strategy = short_class(conf["loadBalancerLoadSheddingStrategy"])
         self.placement_strategy = short_class(conf["loadBalancerLoadPlacementStrategy"])
         n = len(broker_ids)
@@ -71,11 +71,9 @@ class ModularLeader:
         self.report_usage = np.zeros((n, 5))
         self.report_limit = np.zeros((n, 5))
         self.ld: LoadData | None = None
-        self.shedding_task = LeaderTask()
+        self.timers = LeaderTimers(conf)  # LoadSheddingTask, LoadResourceQuotaUpdaterTask
         self._shedding_lag_ms = 0  # LoadSheddingTask's start behind its timer minute: its earlier runs' durations
         self._last_timer_run = 0
-        self.quota_task = LeaderTask()
-        self._active: frozenset[str] | None = None  # the brokers of the last cleanupDeadBrokersData
         self._split_done: set[str] = set()  # audit of report versions: bundles split (a retry is refused: it is gone)
         self.store: BundleDataStore | None = None  # the recorded BundleData (getBundleDataOrDefaultAsync), if any
         # audit of report versions: each broker's TimeAverageBrokerData as of the last updateBundleData (its reset)
@@ -88,39 +86,28 @@ class ModularLeader:
         ld = self._leader_view(ownership.layout, view.bundle_values, write, view.alive, view.ts_ms, view.listings)
         writes = int(write.sum())
         samples = writes  # updateAll per written report; the quota task's writeBundleDataOnZooKeeper samples once
-        quota = self._task_runs(self.quota_task, view, conf["loadBalancerResourceQuotaUpdateIntervalMinutes"])
-        shed = self._task_runs(self.shedding_task, view, conf["loadBalancerSheddingIntervalMinutes"])
+        quota = self.timers.quota_due(view.ts_ms, view.timer_minute)
+        shed = self.timers.shedding_due(view.ts_ms, view.timer_minute)
         decisions: list[Decision] = []
         to_assign: list[str] = []
-        if shed and quota and view.timer_minute == int(conf["loadBalancerSheddingIntervalMinutes"]):
+        if shed and quota and self.timers.first_runs_together(view.timer_minute):
             # both tasks' first runs fall at the same instant: startLoadBalancerTasks scheduled LoadSheddingTask
             # first, so it runs first (later, its runs lag the quota task's fixed rate by their own durations)
             decisions += self._shed(ld, view, ownership, to_assign)
             shed = False
         samples += int(quota)
-        active = frozenset(ld.brokers.ids)
-        if writes or active != self._active:  # updateAll (a report written, a broker came or went)
-            self.manager.cleanup_dead_brokers_data(active)
-            self._active = active
         stored = None
         if self.store is not None:
             self.store.start_tick(view.ts_ms)
             stored = functools.partial(self.store.seed, now_ms=view.ts_ms)
-        if samples:
-            ld.tabd = None  # updateBundleData resets every broker's TimeAverageBrokerData from its samples
-        for _ in range(samples):
-            update_bundle_data(ld, stored)
-        if samples:
-            if view.listings is not None:
-                self._keep_time_average(ld)
-            if self.profile.drop_unreported_bundle_data:
-                ld.bundles.has_bundle_data &= ld.bundles.owner >= 0
-            clear_preallocations(ld, self._leader_owned(ld, view))
-            self.manager.leader(ld).reload(ld)
-            if writes and conf["loadBalancerAutoBundleSplitEnabled"]:  # updateAll ends with the split check
-                decisions += self._split(ld, view, ownership, to_assign)
-                assert self.ld is not None
-                ld = self.ld
+        self.manager.update_all(
+            ld, samples=samples, refresh=bool(writes), stored=stored,
+            after_samples=self._keep_time_average if view.listings is not None else None,
+            leader_owned=functools.partial(self._leader_owned, view=view))
+        if samples and writes and conf["loadBalancerAutoBundleSplitEnabled"]:  # updateAll ends with the split check
+            decisions += self._split(ld, view, ownership, to_assign)
+            assert self.ld is not None
+            ld = self.ld
         if shed:
             decisions += self._shed(ld, view, ownership, to_assign)
         pending = list(dict.fromkeys(to_assign + ownership.layout.unowned()))
@@ -130,7 +117,7 @@ class ModularLeader:
             self.store.note_held(self.ld.bundles, view.ts_ms)
         return decisions
 
-    def _leader_owned(self, ld: LoadData, view: LoadView) -> set[str] | None:
+    def _leader_owned(self, ld: LoadData, *, view: LoadView) -> set[str] | None:
         """In an audit of a recording whose leader is known: the bundles the leader owns
         (``getNamespaceService().getOwnedServiceUnits()`` in ``updateBundleData``): those its held report lists, and
         those preallocated to it that no other held report lists (a bundle another broker reports went there, not
@@ -153,14 +140,6 @@ class ModularLeader:
             if view.leader_broker in holders and r >= 0 and not elsewhere[r]:
                 owned.add(bundle)
         return owned
-
-    @staticmethod
-    def _task_runs(task: LeaderTask, view: LoadView, interval_minutes: int) -> bool:
-        """Does a timed task (``LoadSheddingTask``, ``LoadResourceQuotaUpdaterTask``) run at this tick: at its timer
-        minutes when the leader's election is known, else an interval after its last run."""
-        if view.timer_minute is not None:
-            return runs_at(view.timer_minute, int(interval_minutes))
-        return task.due(view.ts_ms, int(interval_minutes) * 60_000)
 
     def score(self, weighted_max: np.ndarray, shedder_state: dict | None = None) -> np.ndarray:
         """Each broker's score as the shedding strategy keeps it (AvgShedder's average), else the weighted max."""

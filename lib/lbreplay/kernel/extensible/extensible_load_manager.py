@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, MutableMapping
+
 import numpy as np
 
 from lbreplay.kernel.config import PulsarConfig
@@ -11,6 +13,8 @@ from lbreplay.kernel.extensible.least_resource_usage_with_weight import LeastRes
 from lbreplay.kernel.extensible.split_scheduler import SplitScheduler
 from lbreplay.kernel.extensible.transfer_shedder import TransferShedder
 from lbreplay.kernel.extensible.unload_scheduler import UnloadScheduler
+from lbreplay.kernel.modular_load_manager import RunClock, Shedding
+from lbreplay.kernel.strategy import Unload
 
 PLACEMENT_STRATEGY = "LeastResourceUsageWithWeight"
 SHEDDING_STRATEGY = "TransferShedder"
@@ -18,12 +22,18 @@ SHEDDING_STRATEGY = "TransferShedder"
 
 class ExtensibleLoadManager:
     """The extensible leader's strategies: ``TransferShedder`` in the ``UnloadScheduler``,
-    ``DefaultNamespaceBundleSplitStrategyImpl`` in the ``SplitScheduler``, ``LeastResourceUsageWithWeight``."""
+    ``DefaultNamespaceBundleSplitStrategyImpl`` in the ``SplitScheduler``, ``LeastResourceUsageWithWeight``.
+    ``conf`` and ``rng`` serve :meth:`shed` and :meth:`assign` (the ``kernel.load_manager`` interface)."""
 
-    def __init__(self, shedder: TransferShedder | None = None) -> None:
+    family = "extensible"
+
+    def __init__(self, shedder: TransferShedder | None = None, *, conf: PulsarConfig | None = None,
+                 rng: np.random.Generator | None = None) -> None:
         self.unload_scheduler = UnloadScheduler(shedder)
         self.split_scheduler = SplitScheduler()
         self.selector = LeastResourceUsageWithWeight()
+        self.conf = conf if conf is not None else PulsarConfig.resolve({})
+        self.rng = rng if rng is not None else np.random.default_rng(0)
 
     @property
     def shedder(self) -> TransferShedder:
@@ -37,3 +47,25 @@ class ExtensibleLoadManager:
         if candidates is None or not candidates.any():
             return -1
         return self.selector.select(candidates, ctx, conf, rng)
+
+    def shed(self, view: ExtensibleContext, now_ms: int, clock: RunClock | None = None,
+             issue: Callable[[Unload], bool] | None = None) -> Shedding:
+        """``UnloadScheduler.execute`` on the leader's stores (``view.now_ms`` is the scheduler's clock)."""
+        return self.unload_scheduler.execute(view, self.conf, issue)
+
+    def assign(self, bundles: Iterable[str], view: ExtensibleContext,
+               assigned: MutableMapping[str, str] | None = None) -> list[tuple[str, str | None]]:
+        """``ExtensibleLoadManagerImpl.assign`` for each bundle in order: the owner the service-unit state channel
+        has (``view.bundle_owners``, or ``assigned``: what this leader assigned before), else ``selectAsync``;
+        each new choice goes into ``assigned``."""
+        owners = view.bundle_owners or {}
+        out: list[tuple[str, str | None]] = []
+        for bundle in bundles:
+            owner = owners.get(bundle) or (assigned.get(bundle) if assigned is not None else None)
+            if owner is None:
+                row = self.select_broker(view, self.conf, bundle, self.rng)
+                owner = view.broker_ids[row] if row >= 0 else None
+                if owner is not None and assigned is not None:
+                    assigned[bundle] = owner
+            out.append((bundle, owner))
+        return out
