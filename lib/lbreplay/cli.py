@@ -233,6 +233,8 @@ def report(
     out: str = typer.Option(..., "--out", help="Output HTML file (self-contained, opens offline)."),
     baseline: Optional[str] = BaselineRunOpt,
     objective: str = typer.Option("balance", "--objective", help="Objective under conf/objectives/ or a YAML file."),
+    prediction: Optional[str] = typer.Option(
+        None, "--prediction", help="PRED,B,B2,A: add the section predicted B vs real B vs noise (see `prediction`)."),
     lake: str = LakeOpt,
     master: Optional[str] = MasterOpt,
 ) -> None:
@@ -241,8 +243,10 @@ def report(
     from lbreplay.spark import existing_lake
 
     ids = [r.strip() for r in runs.split(",") if r.strip()]
-    with existing_lake(runs=ids):
-        report_command(runs=ids, out=out, lake=lake, master=master, baseline=baseline, objective=objective)
+    checked = [r.strip() for r in prediction.split(",") if r.strip()] if prediction else None
+    with existing_lake(runs=ids + (checked or [])):
+        report_command(runs=ids, out=out, lake=lake, master=master, baseline=baseline, objective=objective,
+                       prediction=checked)
 
 
 LimitOpt = typer.Option([], "--limit", help="KPI<=number (repeatable), e.g. unloads_per_hour<=30, max_spread<=20.")
@@ -265,6 +269,24 @@ def compare(
     ids = [r.strip() for r in runs.split(",") if r.strip()]
     with existing_lake(runs=ids):
         compare_command(ids, baseline, objective, limit, lake, master)
+
+
+@app.command()
+def prediction(
+    runs: str = typer.Option(..., "--runs", help="PRED,B,B2,A: the closed loop of A's recording under B's "
+                             "broker.conf, then the audits of B, of B run again, of A."),
+    save_noise: Optional[str] = typer.Option(None, "--save-noise", help="Write B vs B2 per KPI (a noise band YAML)."),
+    lake: str = LakeOpt,
+    master: Optional[str] = MasterOpt,
+) -> None:
+    """Predicted B vs real B, the noise band (B vs B2) and real A; exit 1 when a target is missed."""
+    from lbreplay.report.prediction import PredictionMissed, prediction_command
+    from lbreplay.spark import existing_lake
+
+    ids = [r.strip() for r in runs.split(",") if r.strip()]
+    with existing_lake(runs=ids):
+        if not prediction_command(ids, lake, master, save_noise):
+            raise PredictionMissed("prediction: targets missed (see the lines above)")
 
 
 @app.command()

@@ -53,6 +53,12 @@ def version_ticks(rows: dict[str, list[dict[str, Any]]], ids: list[str]) -> list
 def replay_recording(sample: Path, mode: str) -> list[Any]:
     """The engine's decisions over ``sample`` under its broker.conf in ``mode`` (``observed`` or
     ``closed-loop``), the load model calibrated on its reports as ``preparation.calibrate`` does."""
+    return [d for res in replay_results(sample, mode)[1] for d in res.decisions]
+
+
+def replay_results(sample: Path, mode: str, broker_conf: Path | None = None) -> tuple[list[str], list[Any]]:
+    """(broker ids, the engine's TickResults) over ``sample`` in ``mode`` under ``broker_conf`` (default: the
+    sample's own), the load model calibrated on the sample's reports as ``preparation.calibrate`` does."""
     from lbreplay.kernel.config import parse_broker_conf, typed_overrides
     from lbreplay.lake.ingest import read_dumps
     from lbreplay.replay.engine import Replay
@@ -74,7 +80,8 @@ def replay_recording(sample: Path, mode: str) -> list[Any]:
                                                      sums(lambda r: r["msg_throughput_in"] or 0.0))
     calib.bandwidth_out_per_byte = bandwidth_per_byte(sums(lambda r: r["bandwidth_out_usage"] or 0.0),
                                                       sums(lambda r: r["msg_throughput_out"] or 0.0))
-    conf = typed_overrides(parse_broker_conf((sample / "broker.conf").read_text(encoding="utf-8")), path="broker.conf")
+    conf_file = broker_conf or sample / "broker.conf"
+    conf = typed_overrides(parse_broker_conf(conf_file.read_text(encoding="utf-8")), path="broker.conf")
     namespaces = sorted({r["namespace"] for r in rows["bundle_load"]})
     replay = Replay(RunSpec(sample.name, sample.name, mode, conf), StaticInputs(ids, namespaces, calib))
     hold = (int(replay.conf["loadBalancerReportUpdateMaxIntervalMinutes"]) + 1) * 60_000
@@ -83,4 +90,4 @@ def replay_recording(sample: Path, mode: str) -> list[Any]:
     ticks = held_reports(iter(version_ticks(rows, ids)), len(ids), hold)
     if elected:
         ticks = with_leader_timer(ticks, [t for t, _ in elected], [b for _, b in elected], runs)
-    return [d for obs in ticks for d in replay.step(obs).decisions]
+    return ids, [replay.step(obs) for obs in ticks]

@@ -2,7 +2,8 @@
 
 * unloads, transfers, splits, assigns, bundles moved, throughput moved (bytes/s of the moved bundles);
 * load spread over alive brokers of the weighted max usage: max-min and max/mean, and its std; each as
-  mean, p95 and final over ticks;
+  mean, p95 and final over ticks; the peak usage (the highest weighted max usage of any alive broker at any tick);
+  the spread per minute of the run (:meth:`RunMetrics.spread_curve`, the what-if comparison's curve);
 * recovery after joins/leaves (``recovery_minutes`` in run_metrics): minutes from each broker join/leave until
   the std first returns to at most max(the mean std of the 10 ticks before the event, 0.05), mean over events
   (unbalanced at the end: counted until the last tick). The time to balance by the config's own target is
@@ -32,6 +33,8 @@ class RunMetrics:
         self.std: list[float] = []
         self.spread: list[float] = []
         self.ratio: list[float] = []
+        self.peak = 0.0  # the highest weighted max usage over alive brokers at any tick
+        self.spread_ts: list[int] = []  # the tick time of each ``spread`` entry
         self.prev_alive: np.ndarray | None = None
         self.recent_std: deque[float] = deque(maxlen=11)  # the last ticks' std, warm-up included
         self.open_events: list[tuple[int, float]] = []  # (event ts, target std)
@@ -61,6 +64,8 @@ class RunMetrics:
             self.std.append(std)
             if w.size:
                 self.spread.append(float(w.max() - w.min()))
+                self.spread_ts.append(bt.ts_ms)
+                self.peak = max(self.peak, float(w.max()))
                 mean = float(w.mean())
                 self.ratio.append(float(w.max() / mean) if mean > 0 else 1.0)
             if res.calibration_error is not None:
@@ -148,4 +153,27 @@ class RunMetrics:
             return [(f"{name}_mean", float(arr.mean())), (f"{name}_p95", float(np.percentile(arr, 95))),
                     (f"{name}_final", float(arr[-1]))]
 
-        return stats("load_std", self.std) + stats("load_spread", self.spread) + stats("load_max_over_mean", self.ratio)
+        peak = [("peak_usage", self.peak)]
+        return stats("load_std", self.std) + stats("load_spread", self.spread) + stats("load_max_over_mean", self.ratio) \
+            + peak
+
+    def spread_curve(self) -> list[float]:
+        """The max − min weighted max usage per minute of the run (minute m: the mean over the ticks in
+        [first tick + m min, + (m + 1) min); a minute without a tick repeats the last one's)."""
+        return spread_per_minute(self.spread_ts, self.spread)
+
+
+def spread_per_minute(ts_ms: list[int], spreads: list[float]) -> list[float]:
+    """Per-tick spreads (tick times ``ts_ms``, epoch ms) -> one value per minute from the first tick: the mean of
+    the minute's ticks, a minute without a tick carrying the previous minute's value."""
+    if not ts_ms:
+        return []
+    t0 = min(ts_ms)
+    minute = [(t - t0) // 60_000 for t in ts_ms]
+    sums, counts = np.zeros(max(minute) + 1), np.zeros(max(minute) + 1)
+    np.add.at(sums, minute, spreads)
+    np.add.at(counts, minute, 1)
+    out: list[float] = []
+    for s, n in zip(sums.tolist(), counts.tolist()):
+        out.append(s / n if n else (out[-1] if out else 0.0))
+    return out

@@ -112,18 +112,18 @@ def combine_metrics(seq_metrics: DataFrame, broker_ticks: DataFrame, targets: Da
         F.max("weighted_max_usage").alias("max"),
     ).select("run_id", "tick", "load_spread", "max", _sorted_mean(F.col("u")).alias("mean"),
              _sorted_std(F.col("u")).alias("load_std")).select(
-        "run_id", "tick", "load_std", "load_spread",
+        "run_id", "tick", "load_std", "load_spread", "max",
         F.when(F.col("mean") > 0, F.col("max") / F.col("mean")).otherwise(F.lit(1.0)).alias("load_max_over_mean"))
     # every distribution KPI in one aggregation: mean, p95 and the final tick's value (max_by tick)
     names = ("load_std", "load_spread", "load_max_over_mean")
-    aggs = [F.count(F.lit(1)).cast("double").alias("ticks")]
+    aggs = [F.count(F.lit(1)).cast("double").alias("ticks"), F.max("max").alias("peak_usage")]
     for name in names:
         aggs += [F.array_sort(F.collect_list(name)).alias(f"{name}_values"),
                  F.percentile(name, 0.95).alias(f"{name}_p95"),
                  F.max_by(name, "tick").alias(f"{name}_final")]
     kpis = per_tick.groupBy("run_id").agg(*aggs)
     kpis = kpis.select("*", *[_sorted_mean(F.col(f"{n}_values")).alias(f"{n}_mean") for n in names])
-    cols = ["ticks"] + [f"{n}_{s}" for n in names for s in ("mean", "p95", "final")]
+    cols = ["ticks", "peak_usage"] + [f"{n}_{s}" for n in names for s in ("mean", "p95", "final")]
     stacked = kpis.select("run_id", F.expr(
         f"stack({len(cols)}, " + ", ".join(f"'{c}', CAST({c} AS DOUBLE)" for c in cols) + ")").alias("metric", "value"))
     rest = summed.where(~F.col("metric").isin("time_to_balance_minutes_total", "calibration_error_total",

@@ -127,6 +127,7 @@ def verdict_text(v: Verdict) -> str:
     for row in [head, *rows]:
         lines.append("  ".join(_cell(c, w) for c, w in zip(row, widths)).rstrip())
     lines.append(f"Verdict: {v.sentence}")
+    lines += what_if_text(v)
     if v.recommended is not None:
         lines.append("broker.conf diff against the baseline:")
         lines += [f"  {d}" for d in v.diff] or ["  (no key differs)"]
@@ -134,6 +135,19 @@ def verdict_text(v: Verdict) -> str:
         lines += [f"  {c}" for c in predicted_changes(v)]
         lines.append("Evidence: " + evidence_text(v))
     return "\n".join(lines)
+
+
+def what_if_text(v: Verdict, noise: dict[str, float] | None = None) -> list[str]:
+    """Each what-if (closed-loop) run's assumptions and confidence band (:func:`prediction.what_if_notes`)."""
+    from lbreplay.report.prediction import load_noise, what_if_notes
+
+    runs = [r.run for r in v.ranked if r.run.mode == "closed-loop"]
+    noise = noise if noise is not None else (load_noise() if runs else {})
+    out = []
+    for run in runs:
+        out.append(f"What-if {run.name} ({run.run_id}) is a prediction, not a measurement:")
+        out += [f"  - {n}" for n in what_if_notes(run.metrics, v.objective.show, noise)]
+    return out
 
 
 def k_cell(k: Any, m: dict[str, float | None], base: dict[str, float | None], is_base: bool) -> str:

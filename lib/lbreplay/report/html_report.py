@@ -19,6 +19,14 @@ from lbreplay.report.figures import SECTIONS, all_figures
 from lbreplay.report.frames import DEFAULT_MAX_POINTS, ReportFrames, load_frames
 from lbreplay.report.kpis import kpi_table_html
 from lbreplay.report.objectives import DEFAULT_OBJECTIVE
+from lbreplay.report.prediction import (
+    PREDICTION_ROLES,
+    Prediction,
+    check_prediction_runs,
+    compare_prediction,
+    load_runs_kpis,
+    prediction_html,
+)
 from lbreplay.report.verdict import Verdict
 from lbreplay.report.verdict_html import timeline_html, verdict_html
 
@@ -87,8 +95,10 @@ def _verdict_sections(frames: ReportFrames, verdict: Verdict | None) -> tuple[st
             f"<h2 id=\"timeline\">Decision timeline</h2>\n{timeline_html(verdict, frames.moves, t0)}")
 
 
-def render_html(frames: ReportFrames, *, generated_at: dt.datetime | None = None, verdict: Verdict | None = None) -> str:
-    """The whole page as one string (plotly.js inlined once in the head)."""
+def render_html(frames: ReportFrames, *, generated_at: dt.datetime | None = None, verdict: Verdict | None = None,
+                prediction: Prediction | None = None) -> str:
+    """The whole page as one string (plotly.js inlined once in the head); with ``prediction``, its section
+    (predicted vs real vs noise, ``report.prediction``) after the verdict."""
     import plotly.io as pio
     from plotly.offline import get_plotlyjs
 
@@ -120,6 +130,7 @@ def render_html(frames: ReportFrames, *, generated_at: dt.datetime | None = None
 {_esc(generated_at.strftime('%Y-%m-%d %H:%M:%S UTC'))} by lbreplay {_esc(__version__)} · {_esc(note)}
 Usage is Pulsar's weighted max resource usage (getMaxResourceUsageWithWeight) of each alive broker.</p>
 {_verdict_sections(frames, verdict)[0]}
+{_prediction_section(prediction)}
 <h2 id="runs">Runs</h2>
 {runs_table_html(frames)}
 <h2 id="kpis">KPIs</h2>
@@ -133,8 +144,15 @@ alive brokers' weighted max usage, in percentage points; mean and p95 over ticks
 """
 
 
+def _prediction_section(prediction: Prediction | None) -> str:
+    if prediction is None:
+        return ""
+    return f"<h2 id=\"prediction\">Prediction against reality</h2>\n{prediction_html(prediction)}"
+
+
 def build_report(spark: Any, run_ids: list[str], out: str | Path, *, max_points: int = DEFAULT_MAX_POINTS,
-                 baseline: str | None = None, objective: str = DEFAULT_OBJECTIVE) -> Path:
+                 baseline: str | None = None, objective: str = DEFAULT_OBJECTIVE,
+                 prediction: list[str] | None = None) -> Path:
     """Aggregate ``run_ids`` in Spark, judge them (``report.compare.verdict_for``: the observed run of their history
     joins them as the baseline when none is given) and write the HTML report to ``out``; returns its path."""
     from lbreplay.report.compare import verdict_for
@@ -150,23 +168,29 @@ def build_report(spark: Any, run_ids: list[str], out: str | Path, *, max_points:
     path = Path(out).expanduser().resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(render_html(frames, verdict=verdict), encoding="utf-8")
+    checked = None
+    if prediction:
+        from lbreplay.lake.tables import DATABASE
+
+        checked = compare_prediction(*load_runs_kpis(spark, prediction, PREDICTION_ROLES, DATABASE))
+    tmp.write_text(render_html(frames, verdict=verdict, prediction=checked), encoding="utf-8")
     tmp.replace(path)
     return path
 
 
 def write_report(spark: Any, lake: str, run_ids: list[str], out: str | Path, *,
                  max_points: int = DEFAULT_MAX_POINTS, baseline: str | None = None,
-                 objective: str = DEFAULT_OBJECTIVE) -> Path:
+                 objective: str = DEFAULT_OBJECTIVE, prediction: list[str] | None = None) -> Path:
     """Create/refresh the lake's SQL views, then write the report (for the demo and other in-process callers)."""
     from lbreplay.lake.views import ensure_views
 
     ensure_views(spark, lake)
-    return build_report(spark, run_ids, out, max_points=max_points, baseline=baseline, objective=objective)
+    return build_report(spark, run_ids, out, max_points=max_points, baseline=baseline, objective=objective,
+                        prediction=prediction)
 
 
 def report_command(runs: list[str], out: str, lake: str, master: str | None = None, baseline: str | None = None,
-                   objective: str = DEFAULT_OBJECTIVE) -> Path:
+                   objective: str = DEFAULT_OBJECTIVE, prediction: list[str] | None = None) -> Path:
     """CLI entry point of ``lbreplay report``: register tables and views, build the report, print its path."""
     from lbreplay.errors import UsageError
     from lbreplay.report.objectives import load_objective
@@ -177,8 +201,9 @@ def report_command(runs: list[str], out: str, lake: str, master: str | None = No
     if not out or not str(out).strip():
         raise UsageError("--out: give the HTML file to write")
     load_objective(objective)  # a bad --objective before Spark starts
+    check_prediction_runs(prediction)
     lake_abs = lake_path(lake)
     spark = get_spark(lake_abs, master=master)
-    path = write_report(spark, lake_abs, runs, out, baseline=baseline, objective=objective)
+    path = write_report(spark, lake_abs, runs, out, baseline=baseline, objective=objective, prediction=prediction)
     print(str(path))
     return path

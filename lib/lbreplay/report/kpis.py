@@ -88,6 +88,8 @@ KPIS: tuple[Kpi, ...] = (
         BALANCE, scale=100.0),
     *(Kpi(f"load_spread_{s}", f"Spread (max−min) {s}", "pp", True,
           f"max − min weighted max usage over alive brokers, {d}", DISTRIBUTION, scale=100.0) for s, d in _DIST.items()),
+    Kpi("peak_usage", "Peak broker usage", "%", True,
+        "highest weighted max usage of any alive broker at any tick", DISTRIBUTION, scale=100.0),
     *(Kpi(f"load_std_{s}", f"Std {s}", "pp", True, f"std of weighted max usage over alive brokers, {d}",
           DISTRIBUTION, scale=100.0) for s, d in _DIST.items()),
     *(Kpi(f"load_max_over_mean_{s}", f"Max/mean {s}", "ratio", True, f"max / mean weighted max usage, {d}",

@@ -58,7 +58,7 @@ def verdict_html(v: Verdict) -> str:
              f"{_esc(v.baseline.target.describe() if v.baseline.target else '')} (a candidate cannot balance by "
              "loosening its target). Runs that never balanced, did nothing while unbalanced or broke a limit are "
              "flagged and never recommended.</p>",
-             ranking_html(v)]
+             ranking_html(v), what_if_html(v)]
     if v.recommended is not None:
         r = v.recommended.run
         diff = "\n".join(v.diff) or "(no key differs)"
@@ -74,6 +74,20 @@ def verdict_html(v: Verdict) -> str:
             f"<a href=\"#{anchor(v.baseline.run_id)}\">{_esc(v.baseline.name)}</a>).</p>",
         ]
     return "\n".join(parts)
+
+
+def what_if_html(v: Verdict, noise: dict[str, float] | None = None) -> str:
+    """Each what-if (closed-loop) run's assumptions and confidence band, so no prediction reads as exact."""
+    from lbreplay.report.prediction import load_noise, what_if_notes
+
+    runs = [r.run for r in v.ranked if r.run.mode == "closed-loop"]
+    noise = noise if noise is not None else (load_noise() if runs else {})
+    out = []
+    for run in runs:
+        notes = "".join(f"<li>{_esc(n)}</li>" for n in what_if_notes(run.metrics, v.objective.show, noise))
+        out.append(f"<div class=\"what-if\" id=\"what-if-{anchor(run.run_id)}\"><p><b>{_esc(run.name)}</b> "
+                   f"({_esc(run.run_id)}) is a what-if: a prediction, not a measurement.</p><ul>{notes}</ul></div>")
+    return "\n".join(out)
 
 
 def timeline_html(v: Verdict, moves: pd.DataFrame, t0: dict[str, Any]) -> str:

@@ -1,0 +1,337 @@
+"""The what-if against reality: a prediction (a closed loop of config A's recording under config B's broker.conf,
+its load model calibrated on A only) next to B's real run (its audit), the noise band (B against B', the same
+config run again on the same seeded traffic) and the decision at stake (real A against real B).
+
+Targets (issue 33): the predicted ranking of A and B agrees with the real one on every KPI whose real difference
+exceeds the noise; each count KPI is within the noise band or +-20 % of the real value, whichever is wider; the
+spread curve is within the noise band for >= 80 % of the minutes. The noise measured on committed pairs is stored
+as data (``conf/noise/*.yaml``, per KPI) and gives every what-if run its confidence band
+(:func:`confidence_band`). Pure but for :func:`load_runs_kpis` (Spark, the lake's runs)."""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import yaml
+
+from lbreplay.errors import EXIT_FAILURE, LbReplayError, UsageError
+from lbreplay.paths import CONF_DIR
+from lbreplay.report.kpis import BY_NAME, Kpi, format_value
+
+#: the KPIs a prediction is judged on (issue 33 item 2), in display order
+PREDICTED: tuple[str, ...] = ("unloads", "splits", "bundles_moved", "ping_pong_moves", "load_spread_mean",
+                              "load_spread_p95", "load_spread_final", "peak_usage", "time_to_balance_minutes")
+COUNTS = frozenset({"unloads", "splits", "bundles_moved", "ping_pong_moves"})
+COUNT_TOLERANCE = 0.20  # a count within +-20 % of the real value (or the noise band, whichever is wider)
+CURVE_SHARE = 0.80  # the spread curve within the band for >= 80 % of the minutes
+DEFAULT_NOISE = CONF_DIR / "noise" / "whatif.yaml"
+USAGE_UNITS = ("pp", "%", "ratio")  # KPIs read from the modelled usage: the load model's error widens their band
+
+
+@dataclass(frozen=True)
+class RunKpis:
+    """One run as the comparison reads it: its KPIs (run_metrics' stored values) and its spread per minute."""
+
+    name: str
+    metrics: Mapping[str, float | None]
+    curve: Sequence[float] = ()
+
+
+def _diff(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else abs(a - b)
+
+
+@dataclass(frozen=True)
+class KpiCheck:
+    """One KPI: predicted B, real B, real B' (its twin: the noise) and real A (the other side of the decision)."""
+
+    kpi: Kpi
+    predicted: float | None
+    real: float | None
+    twin: float | None
+    base: float | None
+
+    @property
+    def noise(self) -> float | None:
+        return _diff(self.real, self.twin)
+
+    @property
+    def tolerance(self) -> float | None:
+        """The noise band; for a count, at least +-20 % of the real value."""
+        if self.noise is None:
+            return None
+        share = COUNT_TOLERANCE * abs(self.real or 0.0) if self.kpi.metric in COUNTS else 0.0
+        return max(self.noise, share)
+
+    @property
+    def within(self) -> bool | None:
+        error, tol = _diff(self.predicted, self.real), self.tolerance
+        return None if error is None or tol is None else error <= tol + 1e-12
+
+    @property
+    def decisive(self) -> bool:
+        """Does real B differ from real A by more than the noise (so the ranking must agree)?"""
+        gap, noise = _diff(self.real, self.base), self.noise
+        return gap is not None and noise is not None and gap > noise + 1e-12
+
+    @property
+    def ranking_agrees(self) -> bool | None:
+        """Same side of real A as real B (None: the real difference is within the noise, or a value is missing)."""
+        if not self.decisive or self.predicted is None or self.base is None or self.real is None:
+            return None
+        pred, real = self.predicted - self.base, self.real - self.base
+        return (pred > 0) == (real > 0) and pred != 0
+
+    @property
+    def passed(self) -> bool | None:
+        """The KPI's targets: the ranking where decisive; for a count, also within its tolerance."""
+        checks = [c for c in (self.ranking_agrees, self.within if self.kpi.metric in COUNTS else None) if c is not None]
+        return None if not checks else all(checks)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    predicted: RunKpis
+    real: RunKpis
+    twin: RunKpis
+    base: RunKpis
+    checks: tuple[KpiCheck, ...]
+    curve_minutes: int
+    curve_within: int
+
+    @property
+    def curve_share(self) -> float | None:
+        return self.curve_within / self.curve_minutes if self.curve_minutes else None
+
+    @property
+    def misses(self) -> list[str]:
+        """Each missed target, one line naming the KPI and by how much."""
+        out = [f"{c.kpi.metric}: {miss_reason(c)}" for c in self.checks if c.passed is False]
+        share = self.curve_share
+        if share is not None and share < CURVE_SHARE:
+            out.append(f"spread curve: within the band {share:.0%} of {self.curve_minutes} minutes (target "
+                       f">= {CURVE_SHARE:.0%})")
+        return out
+
+    @property
+    def passed(self) -> bool:
+        return not self.misses
+
+
+def miss_reason(c: KpiCheck) -> str:
+    """What the miss is: the ranking or the count, with the numbers."""
+    parts = []
+    if c.ranking_agrees is False:
+        parts.append(f"ranking: real B {format_value(c.kpi, c.real)} vs real A {format_value(c.kpi, c.base)}, "
+                     f"predicted B {format_value(c.kpi, c.predicted)}")
+    if c.kpi.metric in COUNTS and c.within is False:
+        parts.append(f"predicted {format_value(c.kpi, c.predicted)} vs real {format_value(c.kpi, c.real)} beyond "
+                     f"+-{format_value(c.kpi, c.tolerance)}")
+    return "; ".join(parts)
+
+
+def curve_band(real: Sequence[float], twin: Sequence[float]) -> list[float]:
+    """The per-minute noise band: |B - B'| each minute, at least the median of those (one pair of runs is a thin
+    sample of the noise at any one minute)."""
+    n = min(len(real), len(twin))
+    gaps = sorted(abs(real[m] - twin[m]) for m in range(n))
+    floor = gaps[n // 2] if n else 0.0
+    return [max(abs(real[m] - twin[m]), floor) for m in range(n)]
+
+
+def compare_prediction(predicted: RunKpis, real: RunKpis, twin: RunKpis, base: RunKpis) -> Prediction:
+    """Predicted B against real B, with the noise band of B against B' and the decision of A against B."""
+    checks = tuple(KpiCheck(BY_NAME[m], BY_NAME[m].value(predicted.metrics), BY_NAME[m].value(real.metrics),
+                            BY_NAME[m].value(twin.metrics), BY_NAME[m].value(base.metrics)) for m in PREDICTED)
+    band = curve_band(real.curve, twin.curve)
+    n = min(len(band), len(predicted.curve))
+    within = sum(1 for m in range(n) if abs(predicted.curve[m] - real.curve[m]) <= band[m] + 1e-12)
+    return Prediction(predicted, real, twin, base, checks, n, within)
+
+
+def _mark(ok: bool | None) -> str:
+    return "-" if ok is None else ("yes" if ok else "NO")
+
+
+def prediction_rows(p: Prediction) -> list[list[str]]:
+    """The table: one row per KPI (header first), displayed values."""
+    head = ["KPI", "predicted B", "real B", "real B'", "noise |B-B'|", "tolerance", "within", "real A",
+            "ranking agrees"]
+    rows = [head]
+    for c in p.checks:
+        k = c.kpi
+        rows.append([k.label, format_value(k, c.predicted), format_value(k, c.real), format_value(k, c.twin),
+                     format_value(k, c.noise), format_value(k, c.tolerance), _mark(c.within),
+                     format_value(k, c.base), _mark(c.ranking_agrees)])
+    return rows
+
+
+def prediction_text(p: Prediction) -> str:
+    """The comparison for a terminal: the runs, the table, the spread curve's share and the verdict."""
+    lines = [f"Prediction: {p.predicted.name} (closed loop of A's recording under B's broker.conf)",
+             f"  real B: {p.real.name}; noise band: {p.twin.name} (B run again); decision: {p.base.name} (real A)"]
+    rows = prediction_rows(p)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    share = p.curve_share
+    lines.append(f"Spread curve: predicted within the noise band {'n/a' if share is None else f'{share:.0%}'} of "
+                 f"{p.curve_minutes} minutes (target >= {CURVE_SHARE:.0%})")
+    lines.append("Targets: " + ("met" if p.passed else "missed — " + "; ".join(p.misses)))
+    return "\n".join(lines)
+
+
+def _polyline(curve: Sequence[float], top: float, colour: str, dash: str = "") -> str:
+    if not curve:
+        return ""
+    step = 560.0 / max(len(curve) - 1, 1)
+    pts = " ".join(f"{30 + i * step:.1f},{190 - 170 * v / top:.1f}" for i, v in enumerate(curve))
+    extra = f" stroke-dasharray=\"{dash}\"" if dash else ""
+    return f"<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\"{extra} points=\"{pts}\"/>"
+
+
+def prediction_html(p: Prediction) -> str:
+    """The report's section: the table and the per-minute spread curves (inline SVG: no script needed)."""
+    rows = prediction_rows(p)
+    head = "".join(f"<th scope=\"col\">{html.escape(h)}</th>" for h in rows[0])
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:])
+    curves = [(p.predicted, "#d62728", ""), (p.real, "#1f77b4", ""), (p.twin, "#1f77b4", "4 3"),
+              (p.base, "#7f7f7f", "2 2")]
+    top = max([v for r, _, _ in curves for v in r.curve] + [1e-9])
+    lines = "".join(_polyline(r.curve, top, colour, dash) for r, colour, dash in curves)
+    legend = " · ".join(f"<span style=\"color:{c}\">{html.escape(label)}</span>" for label, c in
+                        (("predicted B", "#d62728"), ("real B (solid) / B' (dashed)", "#1f77b4"),
+                         ("real A (dotted)", "#7f7f7f")))
+    share = "n/a" if p.curve_share is None else f"{p.curve_share:.0%}"
+    verdict = "met" if p.passed else "missed: " + "; ".join(p.misses)
+    return (f"<p class=\"meta\">{html.escape(p.predicted.name)} predicts {html.escape(p.real.name)}; the noise band is "
+            f"{html.escape(p.twin.name)} (the same config run again), the decision is against "
+            f"{html.escape(p.base.name)}.</p>"
+            f"<table id=\"prediction-table\"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+            f"<svg id=\"prediction-curve\" viewBox=\"0 0 600 200\" width=\"600\" height=\"200\" role=\"img\" "
+            f"aria-label=\"spread per minute\">{lines}</svg><p class=\"meta\">Spread (max − min usage) per minute, "
+            f"0 to {100 * top:.1f} pp: {legend}. Within the band {share} of {p.curve_minutes} minutes.</p>"
+            f"<p id=\"prediction-verdict\">Targets {html.escape(verdict)}</p>")
+
+
+# ------------------------------------------------------------------------------------ the noise band as data
+def noise_of(real: RunKpis, twin: RunKpis, source: str) -> dict[str, Any]:
+    """The noise measured on a pair of real runs of one config: per KPI |B - B'| (stored units), as stored."""
+    kpis = {m: _diff(BY_NAME[m].value(real.metrics), BY_NAME[m].value(twin.metrics)) for m in PREDICTED}
+    return {"source": source, "kpis": {m: v for m, v in kpis.items() if v is not None}}
+
+
+def load_noise(path: str | Path | None = None) -> dict[str, float]:
+    """Per-KPI noise (stored units) from ``path`` (default ``conf/noise/whatif.yaml``); {} when the default is
+    absent (no measurement yet). Unknown KPI names are a usage error naming the file."""
+    file = Path(path) if path is not None else DEFAULT_NOISE
+    if not file.is_file():
+        if path is not None:
+            raise UsageError(f"--noise {path}: no such file")
+        return {}
+    doc = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+    out: dict[str, float] = {}
+    for name, value in (doc.get("kpis") or {}).items():
+        if name not in BY_NAME or not isinstance(value, (int, float)):
+            raise UsageError(f"{file.name}: kpis.{name}: expected a known KPI and a number")
+        out[name] = float(value)
+    return out
+
+
+def confidence_band(k: Kpi, value: float | None, noise: Mapping[str, float], mape: float | None) -> float | None:
+    """A what-if KPI's +- band (stored units): the measured noise of two real runs of one config, plus, for a KPI
+    read from the modelled usage, the load model's error on the recording (calibration MAPE x the value)."""
+    if value is None:
+        return None
+    model = (mape or 0.0) * abs(value) if k.unit in USAGE_UNITS else 0.0
+    base = noise.get(k.metric)
+    if base is None and not model:
+        return None
+    return (base or 0.0) + model
+
+
+def what_if_notes(metrics: Mapping[str, float | None], shown: Sequence[Kpi], noise: Mapping[str, float]) -> list[str]:
+    """What a what-if (closed-loop) run cannot know, and its KPIs (the predicted ones, then ``shown``) with their
+    confidence band."""
+    mape = metrics.get("calibration_mape")
+    fit = "n/a" if mape is None or not math.isfinite(mape) else f"{mape:.1%}"
+    bands = []
+    for k in dict.fromkeys([*(BY_NAME[m] for m in PREDICTED), *shown]):
+        v = k.value(metrics)
+        if v is None and k.metric not in metrics:
+            continue
+        b = confidence_band(k, v, noise, mape)
+        bands.append(f"{k.label.lower()} {format_value(k, v)}" + ("" if b is None else f" ± {format_value(k, b)}"))
+    source = "the measured noise of two real runs of one config (conf/noise) plus the load model's error" if noise \
+        else "the load model's error only (no noise measurement: a real run of one config repeats only so closely)"
+    return [
+        "traffic replayed as recorded: the clients' rates follow their bundles, they do not react to the decisions",
+        f"load model: broker usage from the traffic it holds, calibrated on the recording (cpu error {fit} MAPE)",
+        "lookups not recorded: clients reconnect at once and new topics arrive as recorded",
+        f"confidence band ({source}): " + "; ".join(bands),
+    ]
+
+
+def load_runs_kpis(spark: Any, run_ids: Sequence[str], names: Sequence[str], database: str) -> list[RunKpis]:
+    """The runs' KPIs (run_metrics) and spread per minute (broker_ticks over alive brokers) from the lake."""
+    from lbreplay.report.frames import load_runs
+
+    load_runs(spark, list(run_ids), database)  # known and succeeded, else a one-line error naming the run
+    ids = ", ".join("'" + r.replace("'", "''") + "'" for r in run_ids)
+    metrics: dict[str, dict[str, float | None]] = {r: {} for r in run_ids}
+    for row in spark.sql(f"SELECT run_id, metric, value FROM {database}.run_metrics WHERE run_id IN ({ids})").collect():
+        metrics[row["run_id"]][row["metric"]] = row["value"]
+    per_tick = spark.sql(
+        f"SELECT run_id, unix_millis(ts) AS ms, max(weighted_max_usage) - min(weighted_max_usage) AS spread "
+        f"FROM {database}.broker_ticks WHERE run_id IN ({ids}) AND alive GROUP BY run_id, ts").collect()
+    from lbreplay.replay.metrics import spread_per_minute
+
+    out = []
+    for run_id, name in zip(run_ids, names):
+        ticks = sorted((int(r["ms"]), float(r["spread"])) for r in per_tick if r["run_id"] == run_id)
+        curve = spread_per_minute([t for t, _ in ticks], [s for _, s in ticks])
+        out.append(RunKpis(f"{name} ({run_id})", metrics[run_id], curve))
+    return out
+
+
+class PredictionMissed(LbReplayError):
+    """A prediction missed a target (exit 1)."""
+
+    exit_code = EXIT_FAILURE
+
+
+#: the four runs of a prediction check, in the order ``--prediction`` takes them
+PREDICTION_ROLES: tuple[str, ...] = ("predicted B", "real B", "real B'", "real A")
+
+
+def check_prediction_runs(runs: Sequence[str] | None) -> None:
+    """``--prediction`` names four runs: the closed loop predicting B, B's audit, B''s audit, A's audit."""
+    if runs is not None and len(runs) != len(PREDICTION_ROLES):
+        raise UsageError(f"--prediction: expected 4 run ids ({', '.join(PREDICTION_ROLES)}), got {len(runs)}")
+
+
+def prediction_command(runs: list[str], lake: str, master: str | None = None, save_noise: str | None = None) -> bool:
+    """CLI ``lbreplay prediction --runs PRED,B,B2,A``: print the comparison; with ``--save-noise`` write the noise
+    band measured on B and B' (the file the what-if runs' confidence bands read). True when the targets are met."""
+    from lbreplay.lake.tables import DATABASE
+    from lbreplay.lake.views import ensure_views
+    from lbreplay.spark import get_spark, lake_path
+
+    check_prediction_runs(runs)
+    lake_abs = lake_path(lake)
+    spark = get_spark(lake_abs, master=master)
+    ensure_views(spark, lake_abs)
+    p = compare_prediction(*load_runs_kpis(spark, runs, PREDICTION_ROLES, DATABASE))
+    print(prediction_text(p))
+    if save_noise:
+        out = Path(save_noise)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(yaml.safe_dump(noise_of(p.real, p.twin, f"{p.real.name} vs {p.twin.name}"), sort_keys=True),
+                       encoding="utf-8")
+        tmp.replace(out)
+        print(f"noise band written: {out}")
+    return p.passed

@@ -1,0 +1,58 @@
+"""The what-if proven on committed real recordings (data/samples/whatif/<config>-<n>/: configs A and B, each run
+twice on a real cluster under the same seeded traffic): the closed loop of A's recording under B's broker.conf
+(the load model calibrated on A only) predicts B's real KPIs within the targets of issue 33, B against B' giving
+the noise band, A the other side of the decision. The engine runs on the recordings' tick streams (no Spark:
+tests/replay/recording.py), seconds per run."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from lbreplay.report.prediction import RunKpis, compare_prediction, prediction_text
+
+WHATIF = Path(__file__).resolve().parents[2] / "data" / "samples" / "whatif"
+
+
+def recordings() -> dict[str, list[Path]]:
+    """config -> its committed runs (``<config>-<n>``, in run order), modular recordings only."""
+    out: dict[str, list[Path]] = defaultdict(list)
+    for run in sorted(WHATIF.glob("*-*")) if WHATIF.is_dir() else ():
+        if (run / "broker.conf").is_file() and (run / "loadbalance" / "brokers").is_dir():
+            out[run.name.rsplit("-", 1)[0]].append(run)
+    return dict(out)
+
+
+def run_kpis(sample: Path, mode: str, broker_conf: Path | None = None) -> RunKpis:
+    """The KPIs and spread curve of the engine's run over ``sample`` (``replay.metrics.RunMetrics``)."""
+    from lbreplay.kernel.config import PulsarConfig, parse_broker_conf, typed_overrides
+    from lbreplay.replay.metrics import RunMetrics
+    from tests.replay.recording import replay_results
+
+    conf_file = broker_conf or sample / "broker.conf"
+    conf = PulsarConfig.resolve(typed_overrides(parse_broker_conf(conf_file.read_text(encoding="utf-8")),
+                                                path="broker.conf"))
+    ids, results = replay_results(sample, mode, broker_conf)
+    metrics = RunMetrics(float(conf["loadBalancerSheddingGracePeriodMinutes"]))
+    for res in results:
+        metrics.add(res, ids, {})
+    name = f"{sample.name} {mode}" + (f" under {broker_conf.parent.name}'s broker.conf" if broker_conf else "")
+    return RunKpis(name, dict(metrics.rows() + metrics.distribution_rows()), metrics.spread_curve())
+
+
+PAIRS = recordings()
+READY = len(PAIRS) >= 2 and all(len(runs) >= 2 for runs in PAIRS.values())
+
+
+@pytest.mark.skipif(not READY, reason="data/samples/whatif: needs two configs with two recorded runs each")
+def test_the_closed_loop_of_a_predicts_b_within_the_noise_band() -> None:
+    """Predicted B (A-1 under B's broker.conf) vs real B (B-1's audit), noise band B-1 vs B-2, decision vs A-1."""
+    a, b = sorted(PAIRS)[:2]
+    a1, b1, b2 = PAIRS[a][0], PAIRS[b][0], PAIRS[b][1]
+    p = compare_prediction(run_kpis(a1, "closed-loop", b1 / "broker.conf"), run_kpis(b1, "observed"),
+                           run_kpis(b2, "observed"), run_kpis(a1, "observed"))
+    print(prediction_text(p))
+    assert p.checks and p.curve_minutes > 0
+    assert p.passed, p.misses
