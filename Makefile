@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install warm demo test lint bench clean browser test-pulsar test-pulsar-trimmed
+.PHONY: install warm demo test lint bench clean browser test-pulsar test-pulsar-trimmed test-whatif
 
 $(STAMP): setup.cfg pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (Python 3.11)"; exit 1; }
@@ -50,6 +50,12 @@ test-pulsar-trimmed: warm
 	PYTHON=$(abspath $(BIN))/python scripts/pulsar/live-test.sh --minutes 7 --work build/pulsar/live-trimmed
 	PYTHON=$(abspath $(BIN))/python scripts/pulsar/live-test.sh --minutes 7 --load-manager extensible \
 	  --work build/pulsar/live-extensible-trimmed
+
+# The what-if experiment (issue 33, scripts/pulsar/whatif.sh): one seeded schedule (scripts/pulsar/whatif/) on a real
+# 4-broker cluster (one joins, one is SIGKILLed) under config A and config B, each twice (A-1 B-1 A-2 B-2), each run
+# recorded by collect, audited and compared with its leader. About 13 minutes per run; not in CI.
+test-whatif: warm
+	PYTHON=$(abspath $(BIN))/python scripts/pulsar/whatif.sh
 
 bench: install
 	$(BIN)/python bench/kernel_tick.py

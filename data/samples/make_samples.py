@@ -1,6 +1,12 @@
 """Regenerate the checked-in sample dumps (deterministic; no randomness).
 
     python data/samples/make_samples.py
+    python data/samples/make_samples.py --whatif RUN_WORK data/samples/whatif/<config>-<n>
+
+``--whatif`` copies one run of scripts/pulsar/whatif.sh (its ``--work``/<run> directory) as a committed sample:
+the recording (loadbalance/, collect/ without collect's read offsets of the brokers' logs, leader-decisions.log),
+the brokers' broker.conf and the run's events.log (when the joining broker started, which broker was SIGKILLed);
+the README is written by hand.
 
 The JSON follows the shapes Pulsar serialises (LocalBrokerData as in the 3.1 docs sample, BundleData,
 TimeAverageBrokerData, extensible BrokerLoadData / TopBundlesLoadData). Limits follow the docs sample: 8 cores
@@ -13,6 +19,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -244,7 +251,27 @@ def extensible(root: Path) -> None:
             write(root / "top-bundles-load-data" / name / f"{stamp(T0_MS + tick * 60_000)}.json", tbl)
 
 
+def whatif(run: Path, out: Path) -> None:
+    """One what-if run's recording, as committed (everything the audit and the prediction read)."""
+    dump = run / "dump"
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ("loadbalance", "collect"):
+        if (out / name).exists():
+            shutil.rmtree(out / name)
+        shutil.copytree(dump / name, out / name, ignore=shutil.ignore_patterns("leader-log-offsets.jsonl", ".*"))
+    for src, dst in ((dump / "leader-decisions.log", "leader-decisions.log"), (dump / "broker.conf", "broker.conf"),
+                     (run / "events.log", "events.log")):
+        shutil.copyfile(src, out / dst)
+    # the recording machine's directories (collect's --leader-log-dir, the cluster's run directory) stay out
+    root = str(HERE.parents[1])
+    for path in (out / "collect" / "session.jsonl", out / "events.log"):
+        path.write_text(path.read_text(encoding="utf-8").replace(root + "/", "").replace(root, "."), encoding="utf-8")
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--whatif"]:
+        whatif(Path(sys.argv[2]), Path(sys.argv[3]))
+        return
     for name, fn in (("modular-3brokers", modular), ("extensible-3brokers", extensible)):
         root = HERE / name
         for sub in root.iterdir() if root.exists() else ():

@@ -7,8 +7,12 @@
 #   container would. Every PID goes to RUN_DIR/pids/<name>.pid; scripts/pulsar/stop-cluster.sh stops them.
 #
 # usage: scripts/pulsar/start-cluster.sh [--run-dir DIR] [--brokers N] [--load-manager modular|extensible]
-#            [--cpu-quota CORES] [--cluster NAME] [--port-offset K]
+#            [--cpu-quota CORES] [--cluster NAME] [--port-offset K] [--conf-overlay FILE] [--deferred K]
+#        scripts/pulsar/start-cluster.sh --run-dir DIR --only-broker N     (start broker-N of a running cluster)
 # Prints the admin URLs, the metadata store and the broker.conf the brokers ran.
+# --conf-overlay FILE: broker.conf lines (key=value) that replace the same keys of the generated broker.conf or are
+# appended to it (one file per configuration: scripts/pulsar/whatif/*.conf). --deferred K: the last K of the
+# --brokers are configured but not started (a broker that joins later: --only-broker N).
 # Environment: LB_AUTO_UNLOAD_SPLIT (loadBalancerAutoUnloadSplitBundlesEnabled, default false),
 # LB_THRESHOLD_PERCENT (loadBalancerBrokerThresholdShedderPercentage, default 1) and
 # LB_HISTORY_PERCENTAGE (loadBalancerHistoryResourcePercentage, default 0.5: the smoothed usage follows a
@@ -24,6 +28,9 @@ LOAD_MANAGER=modular
 CPU_QUOTA=0.5
 CLUSTER=lbreplay-live
 OFFSET=0
+OVERLAY=""
+DEFERRED=0
+ONLY=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --run-dir) RUN_DIR="$2"; shift 2 ;;
@@ -32,20 +39,29 @@ while [ $# -gt 0 ]; do
     --cpu-quota) CPU_QUOTA="$2"; shift 2 ;;
     --cluster) CLUSTER="$2"; shift 2 ;;
     --port-offset) OFFSET="$2"; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --conf-overlay) OVERLAY="$2"; shift 2 ;;
+    --deferred) DEFERRED="$2"; shift 2 ;;
+    --only-broker) ONLY="$2"; shift 2 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "start-cluster: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 ZK_PORT=$((12181 + OFFSET)); BK_PORT=$((13181 + OFFSET))
 RUN_DIR="$(mkdir -p "$RUN_DIR" && cd "$RUN_DIR" && pwd)"
-if ls "$RUN_DIR"/pids/*.pid >/dev/null 2>&1; then
+[ -z "$OVERLAY" ] || [ -f "$OVERLAY" ] || { echo "start-cluster: --conf-overlay $OVERLAY: no such file" >&2; exit 2; }
+if [ -n "$ONLY" ]; then
+  [ -f "$RUN_DIR/conf/broker-$ONLY.conf" ] || { echo "start-cluster: $RUN_DIR/conf/broker-$ONLY.conf: no such broker" >&2; exit 2; }
+  [ ! -f "$RUN_DIR/pids/broker-$ONLY.pid" ] || { echo "start-cluster: broker-$ONLY already started" >&2; exit 2; }
+  OFFSET=$(cat "$RUN_DIR/port-offset.txt")
+fi
+if [ -z "$ONLY" ] && ls "$RUN_DIR"/pids/*.pid >/dev/null 2>&1; then
   echo "start-cluster: $RUN_DIR/pids holds PIDs of a running cluster; run stop-cluster.sh --run-dir $RUN_DIR first" >&2
   exit 1
 fi
-rm -rf "$RUN_DIR"; mkdir -p "$RUN_DIR"/{pids,logs,conf,data}
+[ -n "$ONLY" ] || { rm -rf "$RUN_DIR"; mkdir -p "$RUN_DIR"/{pids,logs,conf,data}; }
 T0=$(date +%s)
 # on any failure: stop what was started (by PID), keep the logs
-trap 'st=$?; [ $st -ne 0 ] && { echo "start-cluster: failed; stopping what started (logs in $RUN_DIR/logs)" >&2; "$HERE/stop-cluster.sh" --run-dir "$RUN_DIR" >&2; }; exit $st' EXIT
+[ -n "$ONLY" ] || trap 'st=$?; [ $st -ne 0 ] && { echo "start-cluster: failed; stopping what started (logs in $RUN_DIR/logs)" >&2; "$HERE/stop-cluster.sh" --run-dir "$RUN_DIR" >&2; }; exit $st' EXIT
 
 "$HERE/jars.sh" >/dev/null 2>"$RUN_DIR/logs/jars.err" || { cat "$RUN_DIR/logs/jars.err" >&2; exit 1; }
 JARS="$ROOT/build/pulsar/lib"
@@ -103,6 +119,7 @@ cgroup_create() {  # name -> prints the directories, one per line
 }
 echo "cpu isolation: $CG_MODE (quota $CPU_QUOTA cores per broker)" > "$RUN_DIR/cpu-isolation.txt"
 
+if [ -z "$ONLY" ]; then
 # ---- ZooKeeper + bookie ---------------------------------------------------------------------------------------
 cat > "$RUN_DIR/conf/standalone.conf" <<CONF
 clusterName=$CLUSTER
@@ -181,9 +198,22 @@ loadBalancerNamespaceBundleMaxBandwidthMbytes=100
 loadBalancerNamespaceMaximumBundles=128
 defaultNumberOfNamespaceBundles=4
 CONF
+# the configuration's own keys: each overlay line replaces the same key's line, the others are appended
+if [ -n "$OVERLAY" ]; then
+  awk -v src="$(basename "$OVERLAY")" '
+    function key(line) { sub(/=.*/, "", line); gsub(/[[:space:]]/, "", line); return line }
+    NR == FNR { if ($0 !~ /^[[:space:]]*(#|$)/) { k = key($0); v[k] = $0; order[++n] = k }; next }
+    $0 !~ /^[[:space:]]*#/ && (key($0) in v) { print "# " src ":"; print v[key($0)]; done[key($0)] = 1; next }
+    { print }
+    END { for (i = 1; i <= n; i++) if (!(order[i] in done)) { if (!h++) print "# " src; print v[order[i]] } }
+  ' "$OVERLAY" "$RUN_DIR/conf/broker.conf" > "$RUN_DIR/conf/broker.conf.tmp"
+  mv "$RUN_DIR/conf/broker.conf.tmp" "$RUN_DIR/conf/broker.conf"
+fi
+echo "$OFFSET" > "$RUN_DIR/port-offset.txt"
+echo "zk:127.0.0.1:$ZK_PORT" > "$RUN_DIR/metadata-store.txt"
+echo "$CLUSTER" > "$RUN_DIR/cluster.txt"
 for i in $(seq 1 "$BROKERS"); do
   WEB=$((18080 + OFFSET + i)); SVC=$((16650 + OFFSET + i)); B="broker-$i"
-  mkdir -p "$RUN_DIR/data/$B"
   { cat "$RUN_DIR/conf/broker.conf"; cat <<CONF
 
 # this broker ($B)
@@ -209,6 +239,11 @@ bookkeeperClientNumWorkerThreads=2
 exposeTopicLevelMetricsInPrometheus=false
 CONF
   } > "$RUN_DIR/conf/$B.conf"
+done
+fi
+launch_broker() {  # i: start broker-i from its conf (own cgroup, or taskset), record its PID and admin URL
+  local i=$1 B="broker-$1" CGS
+  mkdir -p "$RUN_DIR/data/$B"
   CGS=$(cgroup_create "$B" || true)
   printf '%s\n' $CGS > "$RUN_DIR/pids/$B.cgroups"
   [ -s "$RUN_DIR/pids/$B.cgroups" ] || rm -f "$RUN_DIR/pids/$B.cgroups"
@@ -220,13 +255,19 @@ CONF
       org.apache.pulsar.PulsarBrokerStarter --broker-conf "$RUN_DIR/conf/$B.conf"
   ) > "$RUN_DIR/logs/$B.out" 2>&1 &
   echo $! > "$RUN_DIR/pids/$B.pid"
-  echo "http://127.0.0.1:$WEB" >> "$RUN_DIR/admin-urls.txt"
-done
-for i in $(seq 1 "$BROKERS"); do
+  echo "http://127.0.0.1:$((18080 + OFFSET + i))" >> "$RUN_DIR/admin-urls.txt"
+}
+if [ -n "$ONLY" ]; then
+  launch_broker "$ONLY"
+  wait_http "http://127.0.0.1:$((18080 + OFFSET + ONLY))/admin/v2/brokers/ready" 240 "$(cat "$RUN_DIR/pids/broker-$ONLY.pid")"
+  echo "broker-$ONLY up in $(( $(date +%s) - T0 )) s: http://127.0.0.1:$((18080 + OFFSET + ONLY))"
+  exit 0
+fi
+STARTED=$((BROKERS - DEFERRED))
+for i in $(seq 1 "$STARTED"); do launch_broker "$i"; done
+for i in $(seq 1 "$STARTED"); do
   wait_http "http://127.0.0.1:$((18080 + OFFSET + i))/admin/v2/brokers/ready" 240 "$(cat "$RUN_DIR/pids/broker-$i.pid")"
 done
-echo "zk:127.0.0.1:$ZK_PORT" > "$RUN_DIR/metadata-store.txt"
-echo "$CLUSTER" > "$RUN_DIR/cluster.txt"
 echo "$(( $(date +%s) - T0 ))" > "$RUN_DIR/startup-seconds.txt"
 echo "cluster $CLUSTER up in $(cat "$RUN_DIR/startup-seconds.txt") s ($(cat "$RUN_DIR/cpu-isolation.txt"))"
 echo "admin:          $(paste -sd' ' "$RUN_DIR/admin-urls.txt")"

@@ -6,7 +6,14 @@ hottest topics are put in the same bundle (together above ``loadBalancerNamespac
 leader splits it), the others get Zipf-distributed rates; every ``--phase`` seconds the Zipf ranks rotate so
 brokers' loads change and the shedder has work. Stops on SIGTERM / SIGINT or after ``--duration`` seconds.
 
+``--schedule FILE`` (YAML, e.g. scripts/pulsar/whatif/schedule.yaml) fixes a whole run relative to its start
+instead: the namespace, topics, message size and duration, the Zipf tail (its ranks permuted at every rotation by a
+``random.Random(seed)``, so two runs of one schedule send the same rates at the same offsets), the hot groups (the
+k-th fullest bundle's first topics at a rate from ``from`` to ``to`` seconds) and the cluster events the caller
+runs (a broker joining, a broker SIGKILLed: ``--print-events`` prints them as ``<seconds> <join|kill> <broker>``).
+
 usage: python scripts/pulsar/traffic.py --admin-url http://127.0.0.1:18081 --service-url pulsar://127.0.0.1:16651
+       python scripts/pulsar/traffic.py --schedule FILE --print-events
 """
 
 from __future__ import annotations
@@ -14,11 +21,71 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import random
 import signal
 import sys
 import threading
 import time
 import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class HotGroup:
+    """``n`` topics of the ``rank``-th fullest bundle (0: the fullest) at ``rate`` msg/s each, from ``start`` to
+    ``end`` seconds after the traffic starts."""
+
+    rank: int
+    n: int
+    rate: float
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything the producers do, relative to the start (defaults: the unscheduled skewed load)."""
+
+    namespace: str = "lb/hot"
+    bundles: int = 16
+    topics: int = 48
+    size: int = 2048
+    duration: float = 0.0
+    tail_rate: float = 160.0
+    zipf: float = 0.8
+    phase: float = 300.0
+    seed: int | None = None
+    hot: tuple[HotGroup, ...] = (HotGroup(0, 2, 400.0, 0.0, float("inf")),)
+
+    def rank(self, k: int, phase: int, n_tail: int) -> int:
+        """The Zipf rank of tail topic ``k`` in rotation ``phase``: a seeded permutation per rotation (schedule),
+        else a shift by 7 per rotation."""
+        if self.seed is None:
+            return (k + phase * 7) % n_tail
+        perm = random.Random(self.seed * 1_000_003 + phase).sample(range(n_tail), n_tail)
+        return perm[k]
+
+
+def read_schedule(path: Path) -> tuple[Plan, list[tuple[float, str, str]]]:
+    """The plan and the cluster events (seconds, ``join``|``kill``, broker number or ``non-leader``) of a schedule."""
+    import yaml
+
+    doc: dict[str, Any] = yaml.safe_load(path.read_text()) or {}
+    tail = doc.get("tail", {})
+    hot = tuple(HotGroup(int(h.get("bundle_rank", i)), int(h.get("topics", 2)), float(h["rate"]),
+                         float(h.get("from", 0)), float(h.get("to", float("inf"))))
+                for i, h in enumerate(doc.get("hot", [])))
+    plan = Plan(namespace=str(doc.get("namespace", "lb/hot")), bundles=int(doc.get("bundles", 16)),
+                topics=int(doc.get("topics", 48)), size=int(doc.get("size", 2048)),
+                duration=float(doc["minutes"]) * 60, tail_rate=float(tail.get("rate", 160.0)),
+                zipf=float(tail.get("zipf", 0.8)), phase=float(tail.get("rotate_every", 300.0)),
+                seed=int(doc["seed"]), hot=hot)
+    brokers = doc.get("brokers", {})
+    events = [(float(e["at"]), "join", str(e["broker"])) for e in brokers.get("join", [])]
+    events += [(float(e["at"]), "kill", str(e["broker"])) for e in brokers.get("kill", [])]
+    return plan, sorted(events)
 
 
 def http(method: str, url: str, body: object | None = None) -> tuple[int, str]:
@@ -71,11 +138,19 @@ def bundle_of(topic: str, boundaries: list[str]) -> str:
     return "?"
 
 
+def hot_topics(plan: Plan, by_bundle: dict[str, list[str]]) -> list[tuple[HotGroup, list[str]]]:
+    """Each hot group's topics: the ``rank``-th fullest bundle (ties: the lower range first), its first ``n``."""
+    ranked = sorted(by_bundle, key=lambda b: (-len(by_bundle[b]), b))
+    return [(g, by_bundle[ranked[g.rank]][:g.n]) for g in plan.hot]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--admin-url", required=True)
-    ap.add_argument("--service-url", required=True)
+    ap.add_argument("--admin-url")
+    ap.add_argument("--service-url")
     ap.add_argument("--cluster", default="lbreplay-live")
+    ap.add_argument("--schedule", type=Path, default=None, help="a YAML schedule (replaces the traffic flags)")
+    ap.add_argument("--print-events", action="store_true", help="print the schedule's cluster events and exit")
     ap.add_argument("--namespace", default="lb/hot")
     ap.add_argument("--bundles", type=int, default=16)
     ap.add_argument("--topics", type=int, default=48)
@@ -88,35 +163,54 @@ def main() -> int:
     ap.add_argument("--batching", action="store_true",
                     help="batch messages (far less broker CPU per message: the brokers' CPU then hardly differs)")
     a = ap.parse_args()
+    if a.schedule is not None:
+        plan, events = read_schedule(a.schedule)
+        if a.print_events:
+            for at, action, broker in events:
+                print(f"{at:g} {action} {broker}")
+            return 0
+    else:
+        if a.print_events:
+            ap.error("--print-events needs --schedule")
+        plan = Plan(namespace=a.namespace, bundles=a.bundles, topics=a.topics, size=a.size, duration=a.duration,
+                    tail_rate=a.tail_rate, zipf=a.zipf, phase=a.phase,
+                    hot=(HotGroup(0, 2, a.hot_rate, 0.0, float("inf")),))
+    if not a.admin_url or not a.service_url:
+        ap.error("--admin-url and --service-url are required")
+    return produce(a.admin_url.rstrip("/"), a.service_url, a.cluster, plan, a.batching)
 
+
+def produce(admin: str, service_url: str, cluster: str, plan: Plan, batching: bool) -> int:
+    """Create the namespace, then send each topic's messages at the plan's rates until the end or a signal."""
     import pulsar
 
-    admin = a.admin_url.rstrip("/")
-    tenant = a.namespace.split("/")[0]
-    st, _ = http("PUT", f"{admin}/admin/v2/tenants/{tenant}", {"allowedClusters": [a.cluster], "adminRoles": []})
+    tenant = plan.namespace.split("/")[0]
+    st, _ = http("PUT", f"{admin}/admin/v2/tenants/{tenant}", {"allowedClusters": [cluster], "adminRoles": []})
     assert st in (204, 409), st
-    st, txt = http("PUT", f"{admin}/admin/v2/namespaces/{a.namespace}", {"bundles": {"numBundles": a.bundles}})
+    st, txt = http("PUT", f"{admin}/admin/v2/namespaces/{plan.namespace}", {"bundles": {"numBundles": plan.bundles}})
     assert st in (204, 409), (st, txt)
-    topics = [f"persistent://{a.namespace}/t-{i:02d}" for i in range(a.topics)]
-    st, txt = http("GET", f"{admin}/admin/v2/namespaces/{a.namespace}/bundles")
+    topics = [f"persistent://{plan.namespace}/t-{i:02d}" for i in range(plan.topics)]
+    st, txt = http("GET", f"{admin}/admin/v2/namespaces/{plan.namespace}/bundles")
     boundaries = json.loads(txt)["boundaries"]
     by_bundle: dict[str, list[str]] = {}
     for t in topics:
         by_bundle.setdefault(bundle_of(t, boundaries), []).append(t)
-    hot_bundle = max(sorted(by_bundle), key=lambda b: len(by_bundle[b]))
-    hot = by_bundle[hot_bundle][:2]
+    groups = hot_topics(plan, by_bundle)
+    hot = [t for _, ts in groups for t in ts]
     tail = [t for t in topics if t not in hot]
-    print(f"traffic: hot bundle {a.namespace}/{hot_bundle} with {hot} at {a.hot_rate} msg/s each; "
-          f"{len(tail)} Zipf topics (top {a.tail_rate} msg/s, s={a.zipf})", flush=True)
+    for g, ts in groups:
+        print(f"traffic: hot {ts} at {g.rate} msg/s each from {g.start:g} s to {g.end:g} s", flush=True)
+    print(f"traffic: {len(tail)} Zipf topics (top {plan.tail_rate} msg/s, s={plan.zipf}, rotated every "
+          f"{plan.phase:g} s, seed {plan.seed})", flush=True)
 
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    client = pulsar.Client(a.service_url, operation_timeout_seconds=60,
+    client = pulsar.Client(service_url, operation_timeout_seconds=60,
                            logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
-    producers = {t: client.create_producer(t, batching_enabled=a.batching, batching_max_publish_delay_ms=10,
+    producers = {t: client.create_producer(t, batching_enabled=batching, batching_max_publish_delay_ms=10,
                                            block_if_queue_full=False, max_pending_messages=5000) for t in topics}
-    payload = b"x" * a.size
+    payload = b"x" * plan.size
     started = time.time()
     credit = {t: 0.0 for t in topics}
     sent = failed = 0
@@ -130,16 +224,17 @@ def main() -> int:
 
     while not stop.is_set():
         now = time.time()
-        if a.duration and now - started >= a.duration:
+        if plan.duration and now - started >= plan.duration:
             break
-        phase = int((now - started) // a.phase)
+        phase = int((now - started) // plan.phase)
         dt = now - last
         last = now
         for k, t in enumerate(tail):
-            rank = (k + phase * 7) % len(tail)
-            credit[t] += dt * a.tail_rate / (rank + 1) ** a.zipf
-        for t in hot:
-            credit[t] += dt * a.hot_rate
+            credit[t] += dt * plan.tail_rate / (plan.rank(k, phase, len(tail)) + 1) ** plan.zipf
+        for g, ts in groups:
+            if g.start <= now - started < g.end:
+                for t in ts:
+                    credit[t] += dt * g.rate
         for t in topics:
             n = int(credit[t])
             if n:

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The what-if experiment (`make test-whatif`, issue 33): one seeded schedule (scripts/pulsar/whatif/schedule.yaml:
+# topics, rates, hot phases, a broker joining, one SIGKILLed, every time fixed relative to the start) run on a real
+# cluster under config A and under config B (scripts/pulsar/whatif/A.conf, B.conf: broker.conf overlays), each
+# config twice (A-1, B-1, A-2, B-2: two real runs of one config give the noise band). Each run is recorded by
+# `lbreplay collect --leader-log-dir` (scripts/pulsar/live-test.sh), then ingested, validated, audited
+# (replay --mode observed with its broker.conf) and compared with its leader (compare_leader.py).
+# usage: scripts/pulsar/whatif.sh [--runs "A-1 B-1 A-2 B-2"] [--work DIR] [--no-audit]
+# Each run's recording is WORK/<run>/dump, its audit WORK/<run>/report; WORK/summary.txt: one line per run.
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+RUNS="A-1 B-1 A-2 B-2"; WORK="$ROOT/build/pulsar/whatif"; AUDIT=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --runs) RUNS="$2"; shift 2 ;;
+    --work) WORK="$2"; shift 2 ;;
+    --no-audit) AUDIT=(--no-audit); shift ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) echo "whatif: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+for run in $RUNS; do
+  [[ "$run" =~ ^[A-Za-z0-9]+-[0-9]+$ ]] && [ -f "$HERE/whatif/${run%-*}.conf" ] || {
+    echo "whatif: run $run: want <config>-<n> with scripts/pulsar/whatif/<config>.conf" >&2; exit 2; }
+done
+mkdir -p "$WORK"; WORK="$(cd "$WORK" && pwd)"
+status=0
+for run in $RUNS; do
+  t0=$(date +%s)
+  echo "whatif: $run (config ${run%-*}) from $(date -u +%FT%TZ), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  rc=0
+  "$HERE/live-test.sh" --schedule "$HERE/whatif/schedule.yaml" --conf-overlay "$HERE/whatif/${run%-*}.conf" \
+    --work "$WORK/$run" "${AUDIT[@]}" || rc=$?
+  line="$run rc=$rc wall=$(( $(date +%s) - t0 ))s load=$(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "whatif: $line"; echo "$line" >> "$WORK/summary.txt"
+  [ "$rc" = 0 ] || status=1
+done
+exit $status
