@@ -23,9 +23,11 @@ warm: install
 demo: warm
 	$(BIN)/lbreplay demo
 
-test: lint warm browser maven
+# The Airflow tests run here directly, not through `$(MAKE) test-airflow`: a sub-make would run `warm` (a Spark
+# start) a second time.
+test: lint warm browser maven airflow-venv
 	$(BIN)/python -m pytest -q --durations=25 tests
-	$(MAKE) test-airflow
+	$(AIRFLOW_VENV)/bin/python -m pytest -q tests_airflow
 
 # ruff (pyproject.toml) and mypy (setup.cfg) with zero findings on lib/, then the layering and size check.
 lint: install
