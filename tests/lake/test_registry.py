@@ -23,8 +23,8 @@ SAMPLES = REPO / "data" / "samples"
 # What each consumer iterated before the registry (the lists it spelled out), in their order: no behaviour change.
 VALIDATED_ORDER = ("broker_load", "bundle_load", "topic_load", "namespace_policy", "bundle_data", "broker_time_average",
                    "broker_load_data_ext", "top_bundles_load_data", "leader_election", "shedding_run")
-INGESTED_ORDER = ("broker_load", "bundle_load", "bundle_data", "broker_time_average", "broker_load_data_ext",
-                  "top_bundles_load_data", "leader_election", "shedding_run")
+INGESTED_ORDER = ("broker_load", "bundle_load", "topic_load", "bundle_data", "broker_time_average",
+                  "broker_load_data_ext", "top_bundles_load_data", "leader_election", "shedding_run")
 DESIGN_INPUTS = ("broker_load", "bundle_load", "topic_load", "namespace_policy")
 OUTPUTS = ("runs", "ownership", "decisions", "broker_ticks", "run_metrics")
 
@@ -55,7 +55,7 @@ def test_consumers_iterate_the_registry_with_the_tables_they_listed_before() -> 
     assert _names(tables.INPUT_TABLES) == _names(registry.GENERATED) == DESIGN_INPUTS
     assert _names(tables.OUTPUT_TABLES) == OUTPUTS
     assert _names(tables.ALL_TABLES) == _names(registry.EAGER) == (*DESIGN_INPUTS, "quarantine", *OUTPUTS)
-    assert _names(dump_tables.DUMP_TABLES) == INGESTED_ORDER[2:]
+    assert _names(dump_tables.DUMP_TABLES) == INGESTED_ORDER[3:]
     assert set(_names(registry.REPLAYED)) == set(VALIDATED_ORDER) - {"broker_time_average"}
     assert {t.role for t in registry.VALIDATED + registry.INGESTED + registry.REPLAYED + registry.GENERATED} == {INPUT}
 
@@ -100,6 +100,9 @@ def _tables_with_rows(out: dump_rows.DumpRows) -> set[str]:
     return {name for name, rows in out.rows.items() if rows}
 
 
+T_TOPICS = 1795772492742  # real-extensible-transfer: a tick after its first topics polls listing topics
+
+
 def test_each_dump_source_fills_exactly_the_tables_declaring_it() -> None:
     """Every parser writes only to the tables whose ``dump_kinds`` name its source, and each source fills them all:
     the JSON kinds file by file over the samples, then collect's record, the leader log and the tombstones."""
@@ -118,6 +121,7 @@ def test_each_dump_source_fills_exactly_the_tables_declaring_it() -> None:
         (dump_tree.METADATA_VERSIONS_KIND, lambda out: dump_rows.leader_elections(real, "c", out)),
         (dump_tree.LEADER_LOG_KIND, lambda out: dump_rows.shedding_run_rows(dump_rows.logged_runs(real), "c", out)),
         (dump_tree.TOMBSTONE_KIND, lambda out: dump_rows.load_data_tombstones(real, "c", out)),
+        (dump_tree.TOPIC_STATS_KIND, lambda out: dump_rows.topic_stats_rows(real, "c", out, [dump_tree.tick_of(T_TOPICS)])),
     ):
         out = dump_rows.DumpRows()
         read(out)

@@ -95,11 +95,12 @@ def _manifest(**fields: Any) -> StreamManifest:
 
 def test_a_closed_loop_refuses_what_it_cannot_replay() -> None:
     """Exit 3, one line naming the table: no bundle loads, no cpu reading to calibrate on, a calibration error at
-    or above the bound."""
+    or above the bound, an extensible recording (its brokers' load data under the replay's ownership not modelled)."""
     require_closed_loop_inputs(_manifest(), "c1")
     for fields, words in (({"namespaces": []}, "table=bundle_load: no rows"),
                           ({"calibration_mape": None}, "column=cpu_usage"),
-                          ({"calibration_mape": MAX_CALIBRATION_MAPE}, "calibration error")):
+                          ({"calibration_mape": MAX_CALIBRATION_MAPE}, "calibration error"),
+                          ({"extensible": True}, "table=broker_load_data_ext: .* BrokerLoadData")):
         with pytest.raises(InvalidInputError, match=words) as err:
             require_closed_loop_inputs(_manifest(**fields), "c1")
         assert err.value.exit_code == 3 and "\n" not in str(err.value)

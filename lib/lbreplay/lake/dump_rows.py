@@ -45,7 +45,7 @@ from lbreplay.lake.dump_tree import (
     tick_of,
 )
 from lbreplay.lake.registry import INGESTED
-from lbreplay.lake.tables import BROKER_LOAD, BUNDLE_LOAD, RESOURCES, Table
+from lbreplay.lake.tables import BROKER_LOAD, BUNDLE_LOAD, RESOURCES, TOPIC_LOAD, Table
 
 #: JSON names of the five resources (LocalBrokerData / BrokerLoadData) in lbreplay's column order.
 RESOURCE_JSON = dict(zip(RESOURCES, ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut")))
@@ -364,3 +364,68 @@ def timer_start(elected_ms: int, runs_ms: list[int], until_ms: int | None = None
     half = MINUTE_MS // 2
     early = min((t - first + half) % MINUTE_MS - half for t in runs)  # each run against the first's phase
     return elected_ms + (first + early - elected_ms) % MINUTE_MS
+
+
+#: collect's admin polls (``lbreplay.collect.admin``): one JSON line per request; ``source`` "topics" is
+#: ``/admin/v2/broker-stats/topics`` of one broker (its topics, grouped by namespace and bundle)
+ADMIN_POLLS = Path("collect") / "admin"
+TOPIC_STATS_STALE_MS = 3 * MINUTE_MS  # a broker's topics poll older than this at a tick is left out (it died)
+_SNAPSHOT_TABLES = (BROKER_LOAD.name, BUNDLE_LOAD.name, BROKER_LOAD_DATA_EXT.name)
+
+
+def _topic_polls(root: Path) -> list[tuple[int, str, dict[str, dict[str, Any]]]]:
+    """(at ms, admin URL, topic -> topic_load columns) of every successful topics poll under ``root``; lines that
+    are not JSON (a collector killed mid-write) are skipped, as ``collect`` reads them."""
+    polls = []
+    for f in sorted((root / ADMIN_POLLS).glob("*.jsonl")) if (root / ADMIN_POLLS).is_dir() else ():
+        for raw in f.read_bytes().split(b"\n"):
+            try:
+                rec = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue
+            if not isinstance(rec, dict) or rec.get("source") != "topics" or rec.get("status") != 200 \
+                    or not isinstance(rec.get("body"), dict) or not isinstance(rec.get("at"), int):
+                continue
+            topics: dict[str, dict[str, Any]] = {}
+            for namespace, bundles in rec["body"].items():
+                for kinds in (bundles or {}).values():
+                    for stats in (kinds or {}).values():
+                        for topic, st in (stats or {}).items():
+                            if isinstance(st, dict):
+                                topics[topic] = _topic_columns(namespace, st)
+            polls.append((rec["at"], str(rec.get("admin_url")), topics))
+    return sorted(polls, key=lambda p: p[0])
+
+
+def _topic_columns(namespace: str, st: dict[str, Any]) -> dict[str, Any]:
+    """A TopicStats object (``broker-stats/topics``) -> topic_load's load columns."""
+    subs = st.get("subscriptions") or {}
+    consumers = sum(len(s.get("consumers") or []) for s in subs.values() if isinstance(s, dict))
+    row: dict[str, Any] = {col: float(st.get(key) or 0.0) for col, key in _RATES.items()}
+    return {"namespace": namespace, **row, "producer_count": int(st.get("producerCount") or 0),
+            "consumer_count": consumers}
+
+
+def topic_stats_rows(root: Path, cluster: str, out: DumpRows, ticks: list[datetime] | None = None) -> None:
+    """collect's per-topic stats -> topic_load rows at each snapshot time of the dump's reports (the ticks the
+    replay joins topics to): every topic as the latest topics poll at or before the tick lists it, each broker's
+    latest poll (at most :data:`TOPIC_STATS_STALE_MS` old) taken, the newest listing of a topic winning (a moved
+    topic). The closed loop spreads a recorded bundle's load over its range as its topics are (a split divides
+    it by its topics' hashes: ``ring_load.TopicWeightedLoad``). Ticks before the first poll get none; ``ticks``
+    (default: the snapshot times of ``out``'s reports) are the times to stamp."""
+    polls = _topic_polls(root)
+    if not polls:
+        return
+    ticks = sorted(ticks if ticks is not None else {r["ts"] for name in _SNAPSHOT_TABLES for r in out.rows[name]})
+    latest: dict[str, tuple[int, dict[str, dict[str, Any]]]] = {}  # admin URL -> its latest poll so far
+    k = 0
+    for ts in ticks:
+        ms = round(ts.timestamp() * 1000)
+        while k < len(polls) and polls[k][0] <= ms:
+            latest[polls[k][1]] = (polls[k][0], polls[k][2])
+            k += 1
+        merged: dict[str, dict[str, Any]] = {}
+        for _at, topics in sorted(p for p in latest.values() if ms - p[0] <= TOPIC_STATS_STALE_MS):
+            merged.update(topics)  # oldest first: the newest listing of a topic wins
+        out.rows[TOPIC_LOAD.name].extend({"cluster": cluster, "ts": ts, "topic": t, **cols}
+                                         for t, cols in sorted(merged.items()))

@@ -26,8 +26,10 @@ KINDS = (LOCAL_BROKER_DATA, BUNDLE_DATA_KIND, TIME_AVERAGE_BROKER_DATA, BROKER_L
 METADATA_VERSIONS_KIND = "collect/metadata-versions.jsonl"
 LEADER_LOG_KIND = "leader-decisions.log"
 TOMBSTONE_KIND = "BrokerLoadData tombstone"
+#: ``collect``'s polls of ``/admin/v2/broker-stats/topics`` (``collect/admin/*.jsonl``, source "topics")
+TOPIC_STATS_KIND = "collect/admin topics"
 #: Every source a table can be ingested from (a table's ``dump_kinds``, :mod:`lbreplay.lake.registry`).
-DUMP_SOURCES = (*KINDS, METADATA_VERSIONS_KIND, LEADER_LOG_KIND, TOMBSTONE_KIND)
+DUMP_SOURCES = (*KINDS, METADATA_VERSIONS_KIND, LEADER_LOG_KIND, TOMBSTONE_KIND, TOPIC_STATS_KIND)
 
 #: TimeAverageBrokerData's fields: column -> JSON name.
 TIME_AVERAGE_FIELDS = {

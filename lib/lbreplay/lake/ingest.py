@@ -56,8 +56,10 @@ Pulsar's objects default (NamespaceBundleStats counters, LocalBrokerData totals)
 
 The tables ingest writes are the registry's ingested ones (:data:`lbreplay.lake.registry.INGESTED`: each declares
 the dump sources above it is filled from). Every table ingest writes is replaced for the cluster as a whole
-(``replace_partitions`` where ``cluster = …``), including tables the dump has no rows for; ``topic_load`` and
-``namespace_policy`` are not touched. With ``--since`` / ``--until`` (a half-open UTC window ``[since, until)``, see
+(``replace_partitions`` where ``cluster = …``), including tables the dump has no rows for;
+``namespace_policy`` is not touched. ``collect``'s per-topic polls (``collect/admin/*.jsonl``,
+``broker-stats/topics``) -> ``topic_load`` rows at each report's time (``dump_rows.topic_stats_rows``).
+With ``--since`` / ``--until`` (a half-open UTC window ``[since, until)``, see
 :mod:`lbreplay.lake.window`) only snapshots whose tick falls in the window are loaded, and only the cluster's
 rows in the window are replaced (``replaceWhere`` on cluster, the ``date`` partitions and the ``ts`` range; one
 commit per table), so ingesting day D keeps day D-1; ``leader_election`` takes every election before the window's
@@ -84,6 +86,7 @@ from lbreplay.lake.dump_rows import (
     logged_runs,
     parse_file,
     shedding_run_rows,
+    topic_stats_rows,
 )
 from lbreplay.lake.dump_tables import LEADER_ELECTION
 from lbreplay.lake.dump_tree import BROKER_LOAD_DATA, TOP_BUNDLES_KIND, dump_files, tick_of
@@ -127,6 +130,7 @@ def read_dumps(source: str | Path, cluster: str) -> DumpRows:
     leader_elections(root, cluster, out, runs)
     shedding_run_rows(runs, cluster, out)
     load_data_tombstones(root, cluster, out)
+    topic_stats_rows(root, cluster, out)  # after the reports: topics are stamped at their times
     return out
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lbreplay.lake.dump_tree import LOCAL_BROKER_DATA
+from lbreplay.lake.dump_tree import LOCAL_BROKER_DATA, TOPIC_STATS_KIND
 
 DATABASE = "lbreplay"
 #: A table's role: read by validate and the replay (an input), written by ``validate`` from the inputs
@@ -193,11 +193,12 @@ TOPIC_LOAD = Table(
     ),
     ("cluster", "date"),
     ("cluster", "ts", "topic"),
-    "Optional per-topic stats; topics map to bundles by CRC32 of the full name.",
+    "Optional per-topic stats; topics map to bundles by CRC32 of the full name. Ingested from collect's "
+    "broker-stats/topics polls at each report's time.",
     # file statistics (data skipping) on ts only: readers select by cluster (a partition) and ts, and collecting
     # min/max/null counts of every column of the largest table costs a large share of writing it
     (("delta.dataSkippingStatsColumns", "ts"),),
-    validated=True, replayed=True, generated=True, eager=True,
+    validated=True, replayed=True, dump_kinds=(TOPIC_STATS_KIND,), generated=True, eager=True,
 )
 
 NAMESPACE_POLICY = Table(

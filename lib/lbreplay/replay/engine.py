@@ -37,7 +37,7 @@ from lbreplay.replay.records import (
     StaticInputs,
     TickResult,
 )
-from lbreplay.replay.ring_load import IntervalLoad, PointLoad, bundle_span, finest
+from lbreplay.replay.ring_load import IntervalLoad, PointLoad, TopicWeightedLoad, bundle_span, finest
 from lbreplay.replay.stored_bundle_data import BundleDataStore
 
 __all__ = [
@@ -199,22 +199,23 @@ class Replay:
         """The (n, 6) loads of ``layout``'s bundles at ``obs`` (topic points or observed bundles by range overlap)."""
         if self._load_of is not None and self._load_of[0] is obs:  # this tick's again (a layout the tick changed)
             src: PointLoad | IntervalLoad = self._load_of[1]
-        elif obs.topic_values is not None and obs.topic_positions is not None:
+        elif obs.topic_values is not None and obs.topic_positions is not None and obs.listings is None:
             src = PointLoad(obs.topic_positions, obs.topic_values)
-        else:
+        else:  # observed bundles by range; a recording's with its topics: spread as they are (TopicWeightedLoad)
+            topics = None if obs.topic_values is None or obs.topic_positions is None \
+                else PointLoad(obs.topic_positions, obs.topic_values)
             parsed = [bundle_bounds(n) for n in obs.bundle_names]
             ns_index = {ns: i for i, ns in enumerate(self.static.namespaces)}
             ns_idx = np.array([ns_index[p[0]] for p in parsed], dtype=np.int64)
             s, e = bundle_span(ns_idx, np.array([p[1] for p in parsed]), np.array([p[2] for p in parsed]))
             keep = finest(s, e) if obs.listings is not None else None  # a recording's held reports: a split
+            held = obs.bundle_values
             if keep is not None and not keep.all():  # parent (an older report) beside its children
-                s, e, held = s[keep], e[keep], obs.bundle_values[keep]
-                src = IntervalLoad(s, e, held)
-            else:
-                src = IntervalLoad(s, e, obs.bundle_values)
+                s, e, held = s[keep], e[keep], held[keep]
+            src = IntervalLoad(s, e, held) if topics is None else TopicWeightedLoad(s, e, held, topics)
         self._load_of = (obs, src)
         vals = src.range_sum(layout.start, layout.end)
-        if obs.topic_values is None:
+        if not isinstance(src, PointLoad):
             vals[:, SESSIONS:] = np.round(vals[:, SESSIONS:])
         return vals
 

@@ -8,6 +8,11 @@ one sorted array and one ``searchsorted`` serves all bundles of all namespaces a
 * Bundle-level load (``bundle_load`` only): each observed bundle's stats are spread uniformly over its
   range, so a replay bundle receives the share of every observed bundle proportional to the overlap of
   their ranges (documented apportioning rule: uniform hash density inside an observed bundle).
+* Both (a recording: the brokers' reports and ``collect``'s per-topic stats): each observed bundle's stats are
+  spread over its range as its topics are (:class:`TopicWeightedLoad`): a bundle that exists in the recording
+  keeps its recorded load exactly, and a split child of it receives the share of the parent's load its topics
+  carry in the topic stats (each column by that column's topic sums; uniform where the parent's topics carry
+  none of it).
 """
 
 from __future__ import annotations
@@ -101,3 +106,28 @@ def finest(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     contains_next[:-1] = s[1:] < e[:-1]  # nested: the next interval starts inside this one
     keep[order[contains_next]] = False
     return keep
+
+
+class TopicWeightedLoad(IntervalLoad):
+    """Observed bundles' values over disjoint intervals, spread inside each interval as the ``topics``' point
+    masses are (column by column); uniformly where an interval's topics sum to nothing in a column."""
+
+    def __init__(self, start: np.ndarray, end: np.ndarray, values: np.ndarray, topics: PointLoad):
+        super().__init__(start, end, values)
+        self.topics = topics
+
+    def _mass(self, x: np.ndarray) -> np.ndarray:
+        """(len(x), k): the topics' sums at positions < x."""
+        return self.topics.cum[np.searchsorted(self.topics.positions, x, side="left")]
+
+    def _cdf(self, x: np.ndarray) -> np.ndarray:
+        k = np.searchsorted(self.start, x, side="right") - 1
+        k_clip = np.clip(k, 0, len(self.start) - 1)
+        lo, hi = self.start[k_clip], self.end[k_clip]
+        length = (hi - lo).astype(np.float64)
+        uniform = np.clip((x - lo).astype(np.float64) / np.maximum(length, 1.0), 0.0, 1.0)[:, None]
+        below, total = self._mass(np.minimum(np.maximum(x, lo), hi)) - self._mass(lo), self._mass(hi) - self._mass(lo)
+        frac = np.where(total > 0, below / np.where(total > 0, total, 1.0), uniform)
+        out = self.cum[k_clip] + self.values[k_clip] * frac
+        out[k < 0] = 0.0
+        return out
