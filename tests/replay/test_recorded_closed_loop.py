@@ -20,7 +20,9 @@ SAMPLES = sorted(p for p in (Path(__file__).resolve().parents[2] / "data" / "sam
 SHED_OR_SPLIT = ("SPLIT", "UNLOAD", "TRANSFER")
 
 
-MODULAR = [p for p in SAMPLES if (p / "loadbalance" / "brokers").is_dir()]  # ModularLoadManagerImpl recordings
+WHATIF = sorted(p for p in (SAMPLES[0].parent / "whatif").glob("*-*") if p.is_dir()) if SAMPLES else []
+# ModularLoadManagerImpl recordings: the real samples and the what-if experiment's runs (data/samples/whatif)
+MODULAR = [p for p in SAMPLES + WHATIF if (p / "loadbalance" / "brokers").is_dir()]
 END_TO_END = "real-modular-3brokers"
 
 
@@ -35,7 +37,7 @@ def _agree_until_departure(audit: list[tuple[int, str, str]], what_if: list[tupl
     assert mine and mine == [d for d in audit_acts if d[0] <= first]
 
 
-@pytest.mark.parametrize("sample", MODULAR, ids=[p.name for p in MODULAR])
+@pytest.mark.parametrize("sample", MODULAR, ids=[f"{p.parent.name}/{p.name}" for p in MODULAR])
 def test_closed_loop_decides_as_the_audit_until_it_departs_from_the_recording(sample: Path) -> None:
     """The engine over the recording's tick stream (no Spark: tests/replay/recording.py), both modes: the closed
     loop starts from the recorded state and makes the audit's first decisions, at the same ticks; before it took
