@@ -56,9 +56,11 @@ def replay_recording(sample: Path, mode: str) -> list[Any]:
     return [d for res in replay_results(sample, mode)[1] for d in res.decisions]
 
 
-def replay_results(sample: Path, mode: str, broker_conf: Path | None = None) -> tuple[list[str], list[Any]]:
+def replay_results(sample: Path, mode: str, broker_conf: Path | None = None,
+                   recorded_line: bool = False) -> tuple[list[str], list[Any]]:
     """(broker ids, the engine's TickResults) over ``sample`` in ``mode`` under ``broker_conf`` (default: the
-    sample's own), the load model calibrated on the sample's reports as ``preparation.calibrate`` does."""
+    sample's own), the load model calibrated on the sample's reports as ``preparation.calibrate`` does; with
+    ``recorded_line`` on the Pulsar line the recording's brokers report (as ``replay`` chooses it)."""
     from lbreplay.kernel.config import parse_broker_conf, typed_overrides
     from lbreplay.lake.ingest import read_dumps
     from lbreplay.replay.engine import Replay
@@ -82,6 +84,10 @@ def replay_results(sample: Path, mode: str, broker_conf: Path | None = None) -> 
                                                       sums(lambda r: r["msg_throughput_out"] or 0.0))
     conf_file = broker_conf or sample / "broker.conf"
     conf = typed_overrides(parse_broker_conf(conf_file.read_text(encoding="utf-8")), path="broker.conf")
+    if recorded_line:
+        from tests.live_audit.timer_replay import recorded_line as line_of
+
+        conf["pulsarVersion"] = line_of(rows).line
     namespaces = sorted({r["namespace"] for r in rows["bundle_load"]})
     replay = Replay(RunSpec(sample.name, sample.name, mode, conf), StaticInputs(ids, namespaces, calib))
     hold = (int(replay.conf["loadBalancerReportUpdateMaxIntervalMinutes"]) + 1) * 60_000

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lbreplay.report.prediction import RunKpis, compare_prediction, prediction_text
+from lbreplay.report.prediction import DEFAULT_NOISE, PREDICTED, RunKpis, compare_prediction, load_noise, prediction_text
 
 WHATIF = Path(__file__).resolve().parents[2] / "data" / "samples" / "whatif"
 
@@ -34,7 +34,7 @@ def run_kpis(sample: Path, mode: str, broker_conf: Path | None = None) -> RunKpi
     conf_file = broker_conf or sample / "broker.conf"
     conf = PulsarConfig.resolve(typed_overrides(parse_broker_conf(conf_file.read_text(encoding="utf-8")),
                                                 path="broker.conf"))
-    ids, results = replay_results(sample, mode, broker_conf)
+    ids, results = replay_results(sample, mode, broker_conf, recorded_line=True)
     metrics = RunMetrics(float(conf["loadBalancerSheddingGracePeriodMinutes"]))
     for res in results:
         metrics.add(res, ids, {})
@@ -46,13 +46,50 @@ PAIRS = recordings()
 READY = len(PAIRS) >= 2 and all(len(runs) >= 2 for runs in PAIRS.values())
 
 
+#: the targets the prediction misses on the committed pairs, each explained (a miss not listed, or a listed one
+#: now met, fails the test: update the list and the explanation with the model)
+KNOWN_MISSES: dict[str, str] = {}
+
+
 @pytest.mark.skipif(not READY, reason="data/samples/whatif: needs two configs with two recorded runs each")
 def test_the_closed_loop_of_a_predicts_b_within_the_noise_band() -> None:
-    """Predicted B (A-1 under B's broker.conf) vs real B (B-1's audit), noise band B-1 vs B-2, decision vs A-1."""
+    """Predicted B (A-1 under B's broker.conf) vs real B (B-1's audit), noise band B-1 vs B-2, decision vs A-1:
+    every target met but the known, explained misses."""
     a, b = sorted(PAIRS)[:2]
     a1, b1, b2 = PAIRS[a][0], PAIRS[b][0], PAIRS[b][1]
     p = compare_prediction(run_kpis(a1, "closed-loop", b1 / "broker.conf"), run_kpis(b1, "observed"),
                            run_kpis(b2, "observed"), run_kpis(a1, "observed"))
     print(prediction_text(p))
     assert p.checks and p.curve_minutes > 0
-    assert p.passed, p.misses
+    assert sorted(m.split(":")[0] for m in p.misses) == sorted(KNOWN_MISSES), p.misses
+
+
+def measured_noise() -> dict[str, float]:
+    """Per KPI, the largest difference between two real runs of one config (their audits), over the configs."""
+    out: dict[str, float] = {}
+    for runs in PAIRS.values():
+        first, second = run_kpis(runs[0], "observed"), run_kpis(runs[1], "observed")
+        for m in PREDICTED:
+            a, b = first.metrics.get(m), second.metrics.get(m)
+            if a is not None and b is not None:
+                out[m] = max(out.get(m, 0.0), abs(a - b))
+    return out
+
+
+@pytest.mark.skipif(not READY, reason="data/samples/whatif: needs two configs with two recorded runs each")
+def test_the_stored_noise_band_is_the_committed_pairs_own() -> None:
+    """conf/noise/whatif.yaml (the what-if runs' confidence band) holds what the committed pairs measure
+    (regenerate: python -m tests.report.test_whatif_pairs)."""
+    stored = load_noise(DEFAULT_NOISE)
+    assert stored == pytest.approx(measured_noise(), abs=1e-6)
+
+
+if __name__ == "__main__":  # write conf/noise/whatif.yaml from the committed pairs
+    import yaml
+
+    doc = {"source": "data/samples/whatif: per KPI the largest |run 1 - run 2| of one config's two real runs (their "
+                     "audits), over the configs; regenerate with python -m tests.report.test_whatif_pairs",
+           "kpis": {k: round(v, 6) for k, v in sorted(measured_noise().items())}}
+    DEFAULT_NOISE.parent.mkdir(parents=True, exist_ok=True)
+    DEFAULT_NOISE.write_text(yaml.safe_dump(doc, sort_keys=False, width=100), encoding="utf-8")
+    print(DEFAULT_NOISE.read_text(encoding="utf-8"))
