@@ -20,6 +20,7 @@ WHATIF = Path(__file__).resolve().parents[2] / "data" / "samples" / "whatif"
 # minute, how many of the leader's unloads it sends to the leader's destination): measured when each was committed
 RUNS: dict[str, tuple[int, int, int]] = {
     "A-1": (19, 15, 6),
+    "A-2": (15, 14, 5),
     "B-1": (55, 48, 35),
 }
 
