@@ -22,9 +22,9 @@ SAMPLES = REPO / "data" / "samples"
 
 # What each consumer iterated before the registry (the lists it spelled out), in their order: no behaviour change.
 VALIDATED_ORDER = ("broker_load", "bundle_load", "topic_load", "namespace_policy", "bundle_data", "broker_time_average",
-                   "broker_load_data_ext", "top_bundles_load_data", "leader_election", "shedding_run")
+                   "broker_load_data_ext", "top_bundles_load_data", "leader_election", "shedding_run", "broker_departure")
 INGESTED_ORDER = ("broker_load", "bundle_load", "topic_load", "bundle_data", "broker_time_average",
-                  "broker_load_data_ext", "top_bundles_load_data", "leader_election", "shedding_run")
+                  "broker_load_data_ext", "top_bundles_load_data", "leader_election", "shedding_run", "broker_departure")
 DESIGN_INPUTS = ("broker_load", "bundle_load", "topic_load", "namespace_policy")
 OUTPUTS = ("runs", "ownership", "decisions", "broker_ticks", "run_metrics")
 
@@ -35,7 +35,7 @@ def _names(selection: Any) -> tuple[str, ...]:
 
 def test_each_table_is_registered_once_inputs_then_derived_then_outputs() -> None:
     names = _names(registry.REGISTRY)
-    assert len(names) == len(set(names)) == 17
+    assert len(names) == len(set(names)) == 18
     assert registry.REGISTRY == (*registry.INPUTS, *registry.DERIVED_TABLES, *registry.OUTPUTS)
     assert _names(registry.DERIVED_TABLES) == ("quarantine", "validation_runs")
     assert _names(registry.OUTPUTS) == OUTPUTS
@@ -100,10 +100,18 @@ def _tables_with_rows(out: dump_rows.DumpRows) -> set[str]:
     return {name for name, rows in out.rows.items() if rows}
 
 
+def _absent(root: Path) -> Path:
+    """A collect record with one broker znode deleted (``absent``)."""
+    (root / "collect").mkdir(parents=True, exist_ok=True)
+    (root / "collect" / "metadata-versions.jsonl").write_text(
+        '{"at": 1795639344717, "broker": "b:8080", "event": "absent", "path": "/loadbalance/brokers/b:8080"}\n')
+    return root
+
+
 T_TOPICS = 1795772492742  # real-extensible-transfer: a tick after its first topics polls listing topics
 
 
-def test_each_dump_source_fills_exactly_the_tables_declaring_it() -> None:
+def test_each_dump_source_fills_exactly_the_tables_declaring_it(tmp_path: Path) -> None:
     """Every parser writes only to the tables whose ``dump_kinds`` name its source, and each source fills them all:
     the JSON kinds file by file over the samples, then collect's record, the leader log and the tombstones."""
     assert {k for t in registry.INGESTED for k in t.dump_kinds} == set(dump_tree.DUMP_SOURCES)
@@ -118,7 +126,8 @@ def test_each_dump_source_fills_exactly_the_tables_declaring_it() -> None:
             filled.setdefault(kind, set()).update(_tables_with_rows(out))
     real = SAMPLES / "real-extensible-transfer"
     for kind, read in (
-        (dump_tree.METADATA_VERSIONS_KIND, lambda out: dump_rows.leader_elections(real, "c", out)),
+        (dump_tree.METADATA_VERSIONS_KIND, lambda out: (dump_rows.leader_elections(real, "c", out),
+                                                        dump_rows.broker_departures(_absent(tmp_path), "c", out))),
         (dump_tree.LEADER_LOG_KIND, lambda out: dump_rows.shedding_run_rows(dump_rows.logged_runs(real), "c", out)),
         (dump_tree.TOMBSTONE_KIND, lambda out: dump_rows.load_data_tombstones(real, "c", out)),
         (dump_tree.TOPIC_STATS_KIND, lambda out: dump_rows.topic_stats_rows(real, "c", out, [dump_tree.tick_of(T_TOPICS)])),

@@ -18,6 +18,7 @@ from lbreplay.kernel.json_readers import JsonObject, child
 from lbreplay.kernel.leader_election import MINUTE_MS
 from lbreplay.kernel.naming import bundle_bounds, split_bundle_name
 from lbreplay.lake.dump_tables import (
+    BROKER_DEPARTURE,
     BROKER_LOAD_DATA_EXT,
     BROKER_TIME_AVERAGE,
     BUNDLE_DATA,
@@ -322,6 +323,33 @@ def leader_elections(root: Path, cluster: str, out: DumpRows, runs_ms: list[int]
             later = [c for c in extension if c > ctime]
             start = timer_start(ctime, runs, later[0] if later else None)
         out.rows[LEADER_ELECTION.name].append({"cluster": cluster, "ts": tick_of(start), "broker": broker})
+
+
+def broker_departures(root: Path, cluster: str, out: DumpRows) -> None:
+    """``collect``'s ``absent`` records under ``root`` (a ``/loadbalance/brokers/<broker>`` znode deleted: the broker
+    stopped, was killed or lost its session) -> broker_departure rows at the record's ``at``, the moment the leader's
+    watch fires and ``updateAll`` drops the broker (``cleanupDeadBrokersData``). Torn lines are skipped, as
+    ``collect`` reads them; an ``absent`` record without a usable ``at`` or broker names the file, line and field."""
+    path = root / METADATA_VERSIONS
+    if not path.is_file():
+        return
+    seen: set[tuple[int, str]] = set()
+    for n, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+        try:
+            rec = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        if not isinstance(rec, dict) or rec.get("event") != "absent":
+            continue
+        where = f"{path}: line {n}"
+        at, broker = rec.get("at"), rec.get("broker")
+        if isinstance(at, bool) or not isinstance(at, int) or at <= 0:
+            raise InvalidInputError(f"{where}: $.at: expected the deletion time in epoch ms, got {at!r}")
+        if not isinstance(broker, str) or not broker:
+            raise InvalidInputError(f"{where}: $.broker: expected the broker id host:port, got {broker!r}")
+        if (at, broker) not in seen:
+            seen.add((at, broker))
+            out.rows[BROKER_DEPARTURE.name].append({"cluster": cluster, "ts": tick_of(at), "broker": broker})
 
 
 def load_data_tombstones(root: Path, cluster: str, out: DumpRows) -> None:

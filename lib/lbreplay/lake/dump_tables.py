@@ -190,6 +190,22 @@ SHEDDING_RUN = Table(
     validated=True, replayed=True, dump_kinds=(LEADER_LOG_KIND,),
 )
 
+BROKER_DEPARTURE = Table(
+    "broker_departure",
+    (
+        _c("cluster", "STRING", "cluster name", False),
+        _c("ts", "TIMESTAMP", "when the broker's /loadbalance/brokers/<broker> znode was deleted (UTC, ms): collect "
+           "saw the deletion (its 'absent' record); the leader drops the broker then (cleanupDeadBrokersData)", False),
+        _c("broker", "STRING", "the broker id host:port that left", False),
+        _DATE,
+    ),
+    ("cluster", "date"),
+    ("cluster", "ts", "broker"),
+    "Brokers leaving the cluster (their ephemeral broker znode deleted: stopped, killed, session lost), from "
+    "collect's record; a broker that comes back writes a new node and starts afresh.",
+    validated=True, replayed=True, dump_kinds=(METADATA_VERSIONS_KIND,),
+)
+
 VALIDATION_RUNS = Table(
     "validation_runs",
     (
@@ -212,6 +228,6 @@ VALIDATION_RUNS = Table(
 
 #: The tables this module declares, in the registry's order (:mod:`lbreplay.lake.registry`).
 TABLES: tuple[Table, ...] = (BUNDLE_DATA, BROKER_TIME_AVERAGE, BROKER_LOAD_DATA_EXT, TOP_BUNDLES_LOAD_DATA,
-                             LEADER_ELECTION, SHEDDING_RUN, VALIDATION_RUNS)
+                             LEADER_ELECTION, SHEDDING_RUN, BROKER_DEPARTURE, VALIDATION_RUNS)
 DUMP_TABLES: dict[str, Table] = {t.name: t for t in TABLES if t.role == INPUT}
 """Input tables written by ``lbreplay ingest`` in addition to ``broker_load`` and ``bundle_load``."""

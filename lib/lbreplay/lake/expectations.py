@@ -47,6 +47,7 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from lbreplay.lake.dump_tables import (
+    BROKER_DEPARTURE,
     BROKER_LOAD_DATA_EXT,
     BROKER_TIME_AVERAGE,
     BUNDLE_DATA,
@@ -461,5 +462,9 @@ SUITES: dict[str, tuple[Rule, ...]] = {
         Rule("broker_not_null", "not_null", ("broker",)),
     ),
     SHEDDING_RUN.name: (*_key_rules(SHEDDING_RUN),),
+    BROKER_DEPARTURE.name: (
+        *_key_rules(BROKER_DEPARTURE),
+        Rule("broker_not_null", "not_null", ("broker",)),
+    ),
 }
 

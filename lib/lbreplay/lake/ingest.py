@@ -16,7 +16,8 @@ TopBundlesLoadData          ``topBundlesLoadData``                              
 
 Beside them, ``collect``'s record ``collect/metadata-versions.jsonl`` (when the tree has one): each version of
 ``/loadbalance/leader`` -> one ``leader_election`` row (its ``ctime``, its ``brokerId``): the election that starts
-the leader's shedding timer (:mod:`lbreplay.kernel.leader_election`).
+the leader's shedding timer (:mod:`lbreplay.kernel.leader_election`); each ``absent`` record (a broker's znode
+deleted) -> one ``broker_departure`` row: the moment the leader drops that broker.
 
 A file may also hold a JSON object mapping keys to objects of one of these types (e.g. a dump of every
 ``/loadbalance/brokers/<broker>`` child in one file, or DESIGN.md §5's ``{"broker-1:8080": {BrokerLoadData}}``);
@@ -81,6 +82,7 @@ from lbreplay.errors import InvalidInputError, UsageError
 from lbreplay.lake.dump_rows import (
     INGEST_TABLES,
     DumpRows,
+    broker_departures,
     leader_elections,
     load_data_tombstones,
     logged_runs,
@@ -131,6 +133,7 @@ def read_dumps(source: str | Path, cluster: str) -> DumpRows:
     shedding_run_rows(runs, cluster, out)
     load_data_tombstones(root, cluster, out)
     topic_stats_rows(root, cluster, out)  # after the reports: topics are stamped at their times
+    broker_departures(root, cluster, out)
     return out
 
 

@@ -4,11 +4,12 @@ the replay's ownership.
 Each tick
 1. brokers write reports by Pulsar's 10 % / 15 min rule (``kernel.broker_report``; in an audit: when the
    history shows a new report): the leader only sees the last written report, bundles included;
-2. each written report triggers ``updateAll`` = ``cleanupDeadBrokersData`` (``onActiveBrokersChange`` on both
-   strategies; also when a broker comes or goes) and one ``updateBundleData`` sample of every reported bundle, and
-   the 15-min bundle-data write (``LoadResourceQuotaUpdaterTask`` -> ``writeBundleDataOnZooKeeper``) one more
-   (PULSAR-LB-SPEC.md §1.7); the split check (``checkNamespaceBundleSplit``) ends ``updateAll``, so it runs
-   after a report write only;
+2. each written report, and each broker gone (its znode deleted, ``broker_departure``), triggers ``updateAll``
+   (``ModularLoadManager.update_all``) = ``cleanupDeadBrokersData`` (``onActiveBrokersChange`` on both strategies;
+   also when a broker comes or goes) and one ``updateBundleData`` sample of every reported bundle, and the 15-min
+   bundle-data write (``LoadResourceQuotaUpdaterTask`` -> ``writeBundleDataOnZooKeeper``) one more
+   (PULSAR-LB-SPEC.md §1.7); the split check (``checkNamespaceBundleSplit``) ends ``updateAll``, so it runs after
+   such a notification only;
 3. every ``loadBalancerSheddingIntervalMinutes`` the leader runs ``doLoadShedding`` (``LoadSheddingTask``): in a
    recording whose leader's election is known, at the timer minutes it started (``kernel.leader_election``),
    else at the first tick an interval after the last run;
@@ -72,6 +73,7 @@ class ModularLeader:
         self.report_limit = np.zeros((n, 5))
         self.ld: LoadData | None = None
         self.timers = LeaderTimers(conf)  # LoadSheddingTask, LoadResourceQuotaUpdaterTask
+        self._alive: np.ndarray | None = None  # the brokers the last tick held (a departure: an updateAll)
         self._shedding_lag_ms = 0  # LoadSheddingTask's start behind its timer minute: its earlier runs' durations
         self._last_timer_run = 0
         self._split_done: set[str] = set()  # audit of report versions: bundles split (a retry is refused: it is gone)
@@ -85,7 +87,11 @@ class ModularLeader:
         write = self._write_reports(view)
         ld = self._leader_view(ownership.layout, view.bundle_values, write, view.alive, view.ts_ms, view.listings)
         writes = int(write.sum())
-        samples = writes  # updateAll per written report; the quota task's writeBundleDataOnZooKeeper samples once
+        # a broker gone (its znode deleted) notifies the leader as a write does: one more updateAll
+        left = self._alive is not None and bool((self._alive & ~view.alive).any())
+        self._alive = view.alive.copy()
+        refresh = writes + int(left)
+        samples = refresh  # updateAll per notification; the quota task's writeBundleDataOnZooKeeper samples once
         quota = self.timers.quota_due(view.ts_ms, view.timer_minute)
         shed = self.timers.shedding_due(view.ts_ms, view.timer_minute)
         decisions: list[Decision] = []
@@ -101,10 +107,10 @@ class ModularLeader:
             self.store.start_tick(view.ts_ms)
             stored = functools.partial(self.store.seed, now_ms=view.ts_ms)
         self.manager.update_all(
-            ld, samples=samples, refresh=bool(writes), stored=stored,
+            ld, samples=samples, refresh=bool(refresh), stored=stored,
             after_samples=self._keep_time_average if view.listings is not None else None,
             leader_owned=functools.partial(self._leader_owned, view=view))
-        if samples and writes and conf["loadBalancerAutoBundleSplitEnabled"]:  # updateAll ends with the split check
+        if refresh and conf["loadBalancerAutoBundleSplitEnabled"]:  # updateAll ends with the split check
             decisions += self._split(ld, view, ownership, to_assign)
             assert self.ld is not None
             ld = self.ld

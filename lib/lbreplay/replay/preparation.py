@@ -31,6 +31,7 @@ from lbreplay.kernel.leader_election import count_timer_minutes
 from lbreplay.lake import tables
 from lbreplay.lake.delta_log import delta_version
 from lbreplay.lake.dump_tables import (
+    BROKER_DEPARTURE,
     BROKER_LOAD_DATA_EXT,
     BUNDLE_DATA,
     LEADER_ELECTION,
@@ -72,8 +73,9 @@ def input_versions(spark: SparkSession, lake: str, cluster: str) -> dict[str, in
     """Current Delta version of each input table that exists (from the Delta log, no Spark job), ``bundle_data``
     (the leader's stored BundleData, :mod:`~lbreplay.replay.stored_bundle_data`), ``leader_election`` (the
     leader's shedding timer, :mod:`~lbreplay.kernel.leader_election`), ``shedding_run`` (its runs its log shows)
-    and the extensible load manager's ``broker_load_data_ext`` / ``top_bundles_load_data`` included."""
-    extra = {t.name: t for t in (BUNDLE_DATA, LEADER_ELECTION, SHEDDING_RUN, BROKER_LOAD_DATA_EXT,
+    ``broker_departure`` (brokers whose znode was deleted) and the extensible load manager's
+    ``broker_load_data_ext`` / ``top_bundles_load_data`` included."""
+    extra = {t.name: t for t in (BUNDLE_DATA, LEADER_ELECTION, SHEDDING_RUN, BROKER_DEPARTURE, BROKER_LOAD_DATA_EXT,
                                  TOP_BUNDLES_LOAD_DATA)}
     return {name: v for name, table in {**tables.INPUT_TABLES, **extra}.items()
             if (v := delta_version(spark, lake, table)) is not None}
@@ -298,12 +300,13 @@ def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, in
         broker_side, namespace_side, lambda: write_stored_bundle_data(spark, lake, cluster, versions, window, stream))
     timer, lead_in_timer = leader_timer(spark, lake, cluster, versions, window, broker_load) if versioned \
         else (dict(NO_TIMER), 0)
+    departures = broker_departures(spark, lake, cluster, versions, window, brokers) if versioned else None
     manifest = StreamManifest(brokers, namespaces, calib.cpu_base.tolist(), calib.cpu_per_msg.tolist(), has_topics,
                               stream, versioned=versioned, bundle_data=stored,
                               lead_in_ticks=lead_in_ticks + lead_in_timer, extensible=extensible,
                               bandwidth_in_per_byte=_floats(calib.bandwidth_in_per_byte),
                               bandwidth_out_per_byte=_floats(calib.bandwidth_out_per_byte), calibration_mape=mape,
-                              recorded_traffic=traffic, **timer)
+                              recorded_traffic=traffic, departures=departures, **timer)
     if files is not None:
         manifest.topic_files = files
         manifest.topic_window_us = list(window.epoch_micros()) if window else [None, None]
@@ -406,6 +409,20 @@ def leader_timer(spark: SparkSession, lake: str, cluster: str, versions: dict[st
     fields = {"leader_elections": times, "leader_brokers": [b for _, b in elections], "shedding_runs": runs or None,
               "timer_ticks": count_timer_minutes(times, first, last, runs)}
     return fields, count_timer_minutes(times, first, start_ms - 1, runs)
+
+
+def broker_departures(spark: SparkSession, lake: str, cluster: str, versions: dict[str, int],
+                      window: TimeWindow | None, brokers: list[str]) -> list[list[int]] | None:
+    """A recording's broker departures before the window's end (``broker_departure``), as [epoch ms, broker row]
+    pairs in time order (brokers outside the universe left before any report: nothing to drop); None without."""
+    if BROKER_DEPARTURE.name not in versions:
+        return None
+    before_end = TimeWindow(None, window.end) if window is not None and window.end is not None else None
+    row = {b: i for i, b in enumerate(brokers)}
+    found = sorted((int(r[0]), row[r[1]]) for r in read_pinned(
+        spark, lake, BROKER_DEPARTURE.name, versions, cluster, before_end).select(F.unix_millis("ts"), "broker")
+        .collect() if r[1] in row)
+    return [list(p) for p in found] or None
 
 
 def write_stored_bundle_data(spark: SparkSession, lake: str, cluster: str, versions: dict[str, int],

@@ -46,6 +46,9 @@ class StreamManifest:
     leader_brokers: list[str] | None = None  # the broker each of leader_elections elected (LeaderBroker.brokerId)
     shedding_runs: list[int] | None = None  # the leader's logged shedding runs (epoch ms): its timer ticks' real times
     timer_ticks: int = 0
+    # a recording's broker departures ([epoch ms, broker row], time order; broker_departure): from each, the leader
+    # holds none of that broker until it writes a report again (tick_stream.without_departed)
+    departures: list[list[int]] | None = None
     # the versions are an extensible recording's (BrokerLoadData + TopBundlesLoadData): the broker part has the
     # RECORDED_LOAD_DATA columns, the bundle part each version's top bundles
     extensible: bool = False

@@ -135,6 +135,8 @@ def ticks_from_stream(manifest: StreamManifest, hold_ms: int | None = None) -> I
     out = held_reports(ticks, len(manifest.broker_ids), hold_ms) if manifest.versioned else ticks
     if manifest.leader_elections:
         out = with_leader_timer(out, manifest.leader_elections, manifest.leader_brokers, manifest.shedding_runs)
+    if manifest.departures:
+        out = without_departed(out, manifest.departures)
     return _numbered_from_window(out, manifest.lead_in_ticks) if manifest.lead_in_ticks else out
 
 
@@ -220,21 +222,61 @@ def held_reports(ticks: Iterator[ObservedTick], nb: int, hold_ms: int | None = N
         names_all = [n for b in rows for n in listing[b][0]]
         brokers_all = np.array([b for b in rows for _ in listing[b][0]], dtype=np.int64)
         values_all = (np.concatenate([listing[b][1] for b in rows]) if rows else np.zeros((0, 6))).reshape(-1, 6)
-        names = sorted(set(names_all))
-        index = {n: i for i, n in enumerate(names)}
-        bundle_idx = np.array([index[n] for n in names_all], dtype=np.int64)
-        owner = np.full(len(names), -1, dtype=np.int32)
-        newest = np.full(len(names), -1, dtype=np.int64)
-        values = np.zeros((len(names), 6))
-        for k in range(len(names_all)):  # the newest report listing a bundle (ties: the higher broker row)
-            i, b = bundle_idx[k], brokers_all[k]
-            if (last_update[b], b) >= (newest[i], owner[i]):
-                newest[i], owner[i], values[i] = last_update[b], b, values_all[k]
+        names, bundle_idx, owner, values = _one_owner_view(names_all, brokers_all, values_all, last_update)
         yield ObservedTick(obs.tick, obs.ts_ms, held.copy(), usage.copy(), limit.copy(), bundle_names=names,
                            bundle_owner=owner, bundle_values=values, topic_values=obs.topic_values,
                            topic_positions=obs.topic_positions, last_update=last_update.copy(),
                            listings=(brokers_all, bundle_idx, values_all),
                            broker_meta={k: v.copy() for k, v in meta.items()})
+
+
+def _one_owner_view(names_all: list[str], brokers_all: np.ndarray, values_all: np.ndarray, last_update: np.ndarray
+                    ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """The held reports' listings (bundle name, broker row, values per entry) -> the bundles (sorted), each entry's
+    bundle index, and per bundle the broker whose report listing it is the newest (ties: the higher broker row)
+    with that report's values."""
+    names = sorted(set(names_all))
+    index = {n: i for i, n in enumerate(names)}
+    bundle_idx = np.array([index[n] for n in names_all], dtype=np.int64)
+    owner = np.full(len(names), -1, dtype=np.int32)
+    newest = np.full(len(names), -1, dtype=np.int64)
+    values = np.zeros((len(names), 6))
+    for k in range(len(names_all)):
+        i, b = bundle_idx[k], brokers_all[k]
+        if (last_update[b], b) >= (newest[i], owner[i]):
+            newest[i], owner[i], values[i] = last_update[b], b, values_all[k]
+    return names, bundle_idx, owner, values
+
+
+def without_departed(ticks: Iterator[ObservedTick], departures: list[list[int]]) -> Iterator[ObservedTick]:
+    """The leader's held view without the brokers that left: from a broker's departure (``[ms, broker row]``: its
+    ``/loadbalance/brokers/<broker>`` znode deleted, ``broker_departure``) the leader holds neither its report nor
+    its bundles' listings (``ModularLoadManagerImpl.updateAllBrokerData`` removes a broker whose report is gone;
+    ``ExtensibleLoadManagerImpl``'s ``BrokerRegistry`` no longer lists it as available), until it writes a report
+    again (a new node after the departure: it starts afresh). Applied at the first tick at or after the departure
+    (a report write or a timer minute: the leader's next action)."""
+    order = sorted((int(ms), int(b)) for ms, b in departures)
+    for obs in ticks:
+        gone = {b for ms, b in order if ms <= obs.ts_ms and obs.alive[b]
+                and (obs.last_update is None or obs.last_update[b] <= ms)}
+        yield obs if not gone else _drop_brokers(obs, gone)
+
+
+def _drop_brokers(obs: ObservedTick, gone: set[int]) -> ObservedTick:
+    """``obs`` without the reports of the brokers in ``gone``: not alive, their listings dropped, each bundle's one
+    owner the newest remaining report listing it."""
+    alive = obs.alive.copy()
+    alive[list(gone)] = False
+    if obs.listings is None:  # snapshots: the broker's bundles are left without an owner
+        owner = np.where(np.isin(obs.bundle_owner, list(gone)), -1, obs.bundle_owner).astype(np.int32)
+        return dataclasses.replace(obs, alive=alive, bundle_owner=owner)
+    brokers, idx, vals = obs.listings
+    keep = ~np.isin(brokers, list(gone))
+    names_all = [obs.bundle_names[i] for i in idx[keep].tolist()]
+    last_update = obs.last_update if obs.last_update is not None else np.zeros(len(alive), dtype=np.int64)
+    names, bundle_idx, owner, values = _one_owner_view(names_all, brokers[keep], vals[keep], last_update)
+    return dataclasses.replace(obs, alive=alive, bundle_names=names, bundle_owner=owner, bundle_values=values,
+                               listings=(brokers[keep], bundle_idx, vals[keep]))
 
 
 def _stream_ticks(manifest: StreamManifest) -> Iterator[ObservedTick]:
