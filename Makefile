@@ -129,12 +129,14 @@ WEEK_SIZE ?= M
 bench-week: warm
 	$(BIN)/python bench/history_week.py --size $(WEEK_SIZE)
 
-# Cold (LBREPLAY_WARM=0) and warm (the lake's warm Spark server) `lbreplay sql` processes on an existing lake:
-# seconds per command and the ratio warm / cold (target: warm <= 3 s). A few minutes.
-BENCH_LAKE ?= data/lake
+# Cold (LBREPLAY_WARM=0) and warm (the lake's warm command server) `lbreplay sql` and `replay` processes on an S
+# lake (generated into BENCH_LAKE first if it is none): seconds per command and the ratio warm / cold (target: warm
+# <= 3 s to start work). A few minutes.
+BENCH_LAKE ?= data/bench-interactive-lake
+BENCH_CLUSTER ?= bench-s
 .PHONY: bench-interactive
 bench-interactive: warm
-	$(BIN)/python bench/interactive.py --lake $(BENCH_LAKE)
+	$(BIN)/python bench/interactive.py --lake $(BENCH_LAKE) --cluster $(BENCH_CLUSTER) --generate
 
 # A Spark standalone master + 2 workers (one JVM each, 127.0.0.1), the jobs spark-submitted onto them with the
 # executors in make dist's packed environment (probed: their Python and modules come from the unpacked archive),

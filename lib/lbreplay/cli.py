@@ -133,8 +133,8 @@ def server(
     action: str = typer.Argument(..., help="status | stop"),
     lake: str = LakeOpt,
 ) -> None:
-    """Show or stop the lake's warm Spark server (started by sql; stops itself after LBREPLAY_WARM_IDLE s)."""
-    from lbreplay.warm_server import server_command
+    """Show or stop the lake's warm Spark server (started by the first warm command; stops after LBREPLAY_WARM_IDLE s)."""
+    from lbreplay.warm_server.client import server_command
 
     server_command(action=action, lake=lake)
 
@@ -364,6 +364,11 @@ def main() -> None:
     import traceback
 
     argv = sys.argv[1:]
+    from lbreplay.warm_server.client import forward
+
+    forwarded = forward(argv)  # a lake-reading command run by the lake's warm server (lbreplay.warm_server)
+    if forwarded is not None:
+        sys.exit(forwarded)
     verbose = any(a in VERBOSE_FLAGS for a in argv)
     args = [a for a in argv if a not in VERBOSE_FLAGS]
     previous = os.environ.get("LBREPLAY_VERBOSE")
