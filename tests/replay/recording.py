@@ -20,8 +20,27 @@ def _ms(ts: datetime) -> int:
     return (ts - EPOCH) // timedelta(milliseconds=1)
 
 
-def version_ticks(rows: dict[str, list[dict[str, Any]]], ids: list[str]) -> list[Any]:
-    """One ObservedTick per report-version time: the brokers that wrote then, with the bundles their versions list."""
+def _topics(rows: dict[str, list[dict[str, Any]]], namespaces: list[str]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """ts -> (ring positions, (T, 6) loads) of the tick's topic_load rows, in ring order (as the tick stream's)."""
+    import zlib
+
+    by: dict[int, list[tuple[int, list[float]]]] = defaultdict(list)
+    for r in rows.get("topic_load", ()):
+        if r["namespace"] in namespaces:
+            pos = namespaces.index(r["namespace"]) * (1 << 32) + zlib.crc32(r["topic"].encode())
+            by[_ms(r["ts"])].append((pos, [r[c] or 0.0 for c in LOADS] + [
+                (r["consumer_count"] or 0) + (r["producer_count"] or 0), 1.0]))
+    out = {}
+    for ts, items in by.items():
+        items.sort()
+        out[ts] = (np.array([p for p, _ in items], dtype=np.int64), np.array([v for _, v in items]).reshape(-1, 6))
+    return out
+
+
+def version_ticks(rows: dict[str, list[dict[str, Any]]], ids: list[str], namespaces: list[str] | None = None) -> list[Any]:
+    """One ObservedTick per report-version time: the brokers that wrote then, with the bundles their versions list
+    (and, given ``namespaces``, the topics topic_load stamps then)."""
+    topics = _topics(rows, namespaces) if namespaces else {}
     from lbreplay.replay.records import ObservedTick
 
     n = len(ids)
@@ -46,7 +65,9 @@ def version_ticks(rows: dict[str, list[dict[str, Any]]], ids: list[str]) -> list
                                                           r["topics"] or 0] for r in listed]).reshape(-1, 6)
         out.append(ObservedTick(k, ts, alive, usage, limit, bundle_names=[r["bundle"] for r in listed],
                                 bundle_owner=np.array([ids.index(r["broker"]) for r in listed], dtype=np.int32),
-                                bundle_values=values, last_update=last_update))
+                                bundle_values=values, last_update=last_update,
+                                topic_positions=topics[ts][0] if ts in topics else None,
+                                topic_values=topics[ts][1] if ts in topics else None))
     return out
 
 
@@ -93,7 +114,7 @@ def replay_results(sample: Path, mode: str, broker_conf: Path | None = None,
     hold = (int(replay.conf["loadBalancerReportUpdateMaxIntervalMinutes"]) + 1) * 60_000
     elected = sorted((_ms(r["ts"]), r["broker"]) for r in rows["leader_election"])
     runs = sorted(_ms(r["ts"]) for r in rows["shedding_run"])
-    ticks = held_reports(iter(version_ticks(rows, ids)), len(ids), hold)
+    ticks = held_reports(iter(version_ticks(rows, ids, namespaces)), len(ids), hold)
     if elected:
         ticks = with_leader_timer(ticks, [t for t, _ in elected], [b for _, b in elected], runs)
     return ids, [replay.step(obs) for obs in ticks]
