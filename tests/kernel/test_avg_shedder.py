@@ -237,3 +237,21 @@ def test_4_0_comparator_truncates_score_differences() -> None:
     assert java_sort_int_difference([2.0, 1.5, 0.6]) == [0, 1, 2]
     assert java_sort_int_difference([5.0, 0.5, 1.2]) == [1, 2, 0]  # descending run reversed, then binary insert
     assert java_sort_int_difference([3.0, 1.0, 2.0, 0.0]) == [3, 1, 2, 0]
+
+
+def test_score_map_order_is_the_jvms_and_its_table_size_carries_over() -> None:
+    """calculateScoresAndSort: brokerScoreMap is a HashMap field, cleared per call (its table keeps its largest
+    size); equal scores keep its iteration order. 13 brokers grow the table to 32; with 3 brokers left, a fresh map
+    (16 bins) and the kept one (32 bins) iterate differently, and the state carries the size."""
+    ids = [f"b{i}" for i in range(13)]
+    s = AvgShedder()
+    # the JDK 17 HashMap's keySet() for the same puts (checked by running them): below, too
+    assert [ids[i] for i in s._score_map_order(ids)] == ["b10", "b12", "b11", "b0", "b1", "b2", "b3", "b4", "b5",
+                                                         "b6", "b7", "b8", "b9"]
+    assert s.get_state()["brokerScoreMapCapacity"] == 32
+    few = ["b12", "b3", "b9x"]
+    fresh = AvgShedder()
+    kept = AvgShedder()
+    kept.set_state(json.loads(json.dumps(s.get_state())))
+    assert [few[i] for i in fresh._score_map_order(few)] == ["b9x", "b3", "b12"]
+    assert [few[i] for i in kept._score_map_order(few)] == ["b9x", "b12", "b3"]

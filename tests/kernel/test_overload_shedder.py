@@ -133,15 +133,25 @@ def test_ranking_uses_short_term_data_and_ties_keep_name_order() -> None:
     assert by_broker(out) == {"b1": ["b-tie", "c-tie"]}
 
 
-def test_bundles_without_bundle_data_or_in_system_namespaces_are_not_candidates() -> None:
-    """getBundleDataForLoadShedding: only bundles with BundleData, excluding system service namespaces."""
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [("4.0", "pulsar/system/0x00000000_0xffffffff"), ("3.0", "pulsar/system/0x00000000_0xffffffff"),
+     ("2.11", "small"), ("2.10", "pulsar/system/0x00000000_0xffffffff")],
+)
+def test_shedding_candidates_follow_the_lines_namespace_filter(line: str, expected: str) -> None:
+    """getBundleDataForLoadShedding: only bundles with BundleData; heartbeat (v1, v2) and SLA-monitor namespaces
+    are left out on every line, ``pulsar/system`` only on 2.11 (isSystemServiceNamespace there; 3.0+ filter with
+    isSLAOrHeartbeatNamespace, 2.10's isSystemServiceNamespace has no pulsar/system)."""
     c = Cluster(
         brokers={"b1": B(cpu=pct(99), thr_in=50 * MB, thr_out=50 * MB), "b2": B()},
         bundles={
             "no-data": Bd(owner="b1"),
+            "pulsar/c1/b1:8080/0x00000000_0xffffffff": Bd(owner="b1", short=thr(60 * MB)),
+            "pulsar/b1:8080/0x00000000_0xffffffff": Bd(owner="b1", short=thr(55 * MB)),
+            "sla-monitor/c1/b1:8080/0x00000000_0xffffffff": Bd(owner="b1", short=thr(50 * MB)),
             "pulsar/system/0x00000000_0xffffffff": Bd(owner="b1", short=thr(40 * MB)),
             "small": Bd(owner="b1", short=thr(1 * MB)),
         },
     )
-    out = OverloadShedder().find_bundles_for_unloading(c.build(), conf())
-    assert [u.bundle for u in out] == [name("small")]
+    out = OverloadShedder().find_bundles_for_unloading(c.build(), conf(pulsarVersion=line))
+    assert [u.bundle for u in out] == [name(expected)]

@@ -108,13 +108,16 @@ def test_even_spread_per_namespace_dominates_message_rate() -> None:
     assert got == ["a:8080"] * 15  # 15 default bundles x 100 msg/s < 10000
 
 
-def test_even_spread_always_for_system_namespace() -> None:
-    """selectBroker applies the even spread to ``pulsar/system`` even when the flag is off."""
+@pytest.mark.parametrize(("line", "spread"), [("4.0", True), ("3.0", True), ("2.11", False)])
+def test_even_spread_for_system_namespace_from_3_0(line: str, spread: bool) -> None:
+    """selectBroker applies the even spread to ``pulsar/system`` even when the flag is off (3.0+; 2.11.0's
+    selectBroker has no such test: the least loaded broker takes them all)."""
     ld = World(brokers={"a:8080": Br(long_rate_in=0), "b:8080": Br(long_rate_in=10_000)}).build()
     leader, s = LeaderState.from_load_data(ld), LeastLongTermMessageRate()
-    c = conf(loadBalancerDistributeBundlesEvenlyEnabled=False)
-    got = [select_broker_for_assignment(f"pulsar/system/0x{(i << 28):08x}_0x{((i + 1) << 28):08x}", ld, c, s, leader, NamespacePolicies(), _rng(i)) for i in range(4)]
-    assert sorted(got) == ["a:8080", "a:8080", "b:8080", "b:8080"]
+    c = conf(loadBalancerDistributeBundlesEvenlyEnabled=False, pulsarVersion=line)
+    got = [select_broker_for_assignment(f"pulsar/system/0x{(i << 28):08x}_0x{((i + 1) << 28):08x}", ld, c, s,
+                                        leader, NamespacePolicies(), _rng(i)) for i in range(4)]
+    assert sorted(got) == (["a:8080", "a:8080", "b:8080", "b:8080"] if spread else ["a:8080"] * 4)
 
 
 def test_version_filter_prefers_latest_and_resets_on_bad_version() -> None:

@@ -1,7 +1,7 @@
 """``org.apache.pulsar.broker.loadbalance.impl.AvgShedder`` (PIP-364): shedding AND placement.
 
 Shedding (``findBundlesForUnloading``): score = 4-arg weighted max usage x 100 (current value, no
-EWMA); brokers sorted by score ascending (stable; ties in sorted id order, Java: hash-map order) are
+EWMA); brokers sorted by score ascending (stable; ties in ``brokerScoreMap``'s ``HashMap`` order) are
 paired lowest with highest, second lowest with second highest, ... (an odd middle broker pairs with itself).
 A pair whose score gap is below ``loadBalancerAvgShedderLowThreshold`` resets both brokers' hit counts;
 otherwise it is kept and bumps the low count (gap < ``loadBalancerAvgShedderHighThreshold``, also resetting
@@ -33,6 +33,7 @@ import numpy as np
 
 from lbreplay.errors import UsageError
 from lbreplay.kernel.config import PulsarConfig
+from lbreplay.kernel.java_hash_map import JavaHashMap
 from lbreplay.kernel.java_tim_sort import ComparisonContractViolation, tim_sort
 from lbreplay.kernel.load_data import LoadData
 from lbreplay.kernel.resource_usage import weighted_max_usage
@@ -43,6 +44,7 @@ from lbreplay.kernel.selection import (
     population_std,
     ranked_candidates,
     select_fitting,
+    shedding_candidates,
     short_term_msg_rate,
     short_term_throughput,
 )
@@ -59,7 +61,7 @@ SKIPS = ("NoBrokers", "Balanced", "HitCount", "MinUnload", "NoCandidates", "Comp
 def java_sort_int_difference(values: list[float]) -> list[int]:
     """Indices of ``values`` in the order Java's ``Stream.sorted`` gives them with the comparator
     ``(a, b) -> (int) (a - b)`` (AvgShedder.calculateScoresAndSort in 4.0.x; 4.0.7 bytecode: dsub, d2i), input in
-    sorted-id order. Raises :class:`ComparisonContractViolation` where Java's TimSort throws."""
+    ``brokerScoreMap``'s order. Raises :class:`ComparisonContractViolation` where Java's TimSort throws."""
 
     def cmp(i: int, j: int) -> int:
         d = values[i] - values[j]
@@ -78,6 +80,7 @@ class AvgShedder(ShedderReport):
         self.hit_count_high: dict[str, int] = {}
         self.hit_count_low: dict[str, int] = {}
         self.pending_targets: dict[str, str] = {}  # bundle name -> planned destination broker id
+        self.score_map = JavaHashMap()  # brokerScoreMap: only its table size carries over between calls
 
     # --- shedding ---------------------------------------------------------------------------------
     def find_bundles_for_unloading(self, ld: LoadData, conf: PulsarConfig) -> list[Unload]:
@@ -94,16 +97,17 @@ class AvgShedder(ShedderReport):
         hit_low = int(conf["loadBalancerAvgShedderHitCountLowThreshold"])
 
         scores = weighted_max_usage(brokers.usage, brokers.limit, conf) * 100  # calculateScores
+        visit = self._score_map_order(brokers.ids)
         if profile.avg_shedder_int_comparator:
-            try:  # 4.0.x: (int) (a - b), ties in id order
-                order = java_sort_int_difference(scores.tolist())
+            try:  # 4.0.x: (int) (a - b), ties in brokerScoreMap's order
+                order = [visit[k] for k in java_sort_int_difference(scores[visit].tolist())]
             except ComparisonContractViolation:
                 # findBundlesForUnloading throws out of doLoadShedding: no unloads, hit counts untouched
                 self._stats = {}
                 skip.note("ComparisonContractViolation")
                 return self._finish([], skip)
-        else:
-            order = np.argsort(scores, kind="stable").tolist()  # comparingDouble, ties in id order
+        else:  # comparingDouble (a stable sort), ties in brokerScoreMap's order
+            order = [visit[k] for k in np.argsort(scores[visit], kind="stable").tolist()]
         self._stats = {
             "loadAvg": float(np.mean(scores)) / 100 if len(brokers) else 0.0,
             "loadStd": population_std(scores) / 100,
@@ -139,7 +143,7 @@ class AvgShedder(ShedderReport):
                 table.pop(hi_id, None)
             reason = HIGH_REASON if fired_high else LOW_REASON
             if candidates is None:
-                candidates = OwnedCandidates(ld)
+                candidates = OwnedCandidates(ld, shedding_candidates(ld, conf))
             out.extend(self._select_for_pair(ld, conf, hi, lo, scores, candidates, reason, skip))
         return self._finish(out, skip)
 
@@ -237,6 +241,17 @@ class AvgShedder(ShedderReport):
         self.pending_targets[bundle] = ld.brokers.ids[row]  # bundleBrokerMap.put(bundleToAssign, broker)
         return row
 
+    def _score_map_order(self, ids: list[str]) -> list[int]:
+        """``calculateScoresAndSort``: ``brokerScoreMap`` (a ``HashMap`` field, ``clear()``-ed each call, so its
+        table keeps its largest size) gets every broker in ``loadData.getBrokerData()`` order (here the brokers'
+        rows); its ``entrySet()`` order (:mod:`lbreplay.kernel.java_hash_map`) is the sort's input. Broker rows in
+        that order."""
+        self.score_map.clear()
+        for bid in ids:
+            self.score_map.put(bid)
+        row = {bid: i for i, bid in enumerate(ids)}
+        return [row[k] for k in self.score_map.keys()]
+
     # --- hooks and state --------------------------------------------------------------------------
     def on_active_brokers_change(self, active: set[str]) -> None:
         """The source keeps the interface's no-op: hit counts of departed brokers stay."""
@@ -249,6 +264,7 @@ class AvgShedder(ShedderReport):
             "brokerHitCountForHigh": dict(sorted(self.hit_count_high.items())),
             "brokerHitCountForLow": dict(sorted(self.hit_count_low.items())),
             "pendingTargets": dict(sorted(self.pending_targets.items())),
+            "brokerScoreMapCapacity": self.score_map.capacity,
         }
 
     def set_state(self, state: dict[str, Any] | None) -> None:
@@ -256,3 +272,4 @@ class AvgShedder(ShedderReport):
         self.hit_count_high = {str(k): int(v) for k, v in (state.get("brokerHitCountForHigh") or {}).items()}
         self.hit_count_low = {str(k): int(v) for k, v in (state.get("brokerHitCountForLow") or {}).items()}
         self.pending_targets = {str(k): str(v) for k, v in (state.get("pendingTargets") or {}).items()}
+        self.score_map = JavaHashMap.cleared(int(state.get("brokerScoreMapCapacity") or 0))

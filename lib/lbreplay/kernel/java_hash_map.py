@@ -130,6 +130,20 @@ class JavaHashMap:
     def __len__(self) -> int:
         return self._size
 
+    @property
+    def capacity(self) -> int:
+        """The table's length (0 before the first put): what a cleared map keeps of its history."""
+        return len(self._table) if self._table else 0
+
+    @classmethod
+    def cleared(cls, capacity: int) -> JavaHashMap:
+        """A default-constructed ``HashMap`` grown to ``capacity`` (a power of two >= 16, or 0) and then cleared."""
+        m = cls()
+        if capacity:
+            n = table_size_for(max(capacity, 16))
+            m._table, m._threshold = [None] * n, n * 3 // 4
+        return m
+
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and key in set(self.keys())
 

@@ -12,6 +12,7 @@ Four-value message data always uses the TimeAverageMessageData field order:
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
@@ -31,14 +32,32 @@ NUM_LONG_SAMPLES = 1000  # ModularLoadManagerImpl.NUM_LONG_SAMPLES
 DEFAULT_MESSAGE_DATA = np.array([50000.0, 50000.0, 50.0, 50.0])
 
 
-def is_system_service_namespace(namespace: str) -> bool:
-    """``NamespaceService.isSystemServiceNamespace``: heartbeat v1/v2, SLA monitor, and ``pulsar/system`` ([M])."""
-    parts = namespace.split("/")
-    if namespace == "pulsar/system":
-        return True
-    if parts[0] == "pulsar" and len(parts) in (2, 3) and ":" in parts[-1]:
-        return True
-    return parts[0] == "sla-monitor" and len(parts) == 3
+# NamespaceService's patterns, matched whole (``Matcher.matches``; ``\d`` is ASCII). 2.10.5 .. 4.0.7: heartbeat v1
+# ``pulsar/[^/]+/([^:]+:\d+)`` and v2 ``pulsar/([^:]+:\d+)``, SLA ``sla-monitor/[^/]+/([^:]+:\d+)``; 4.2.4 and
+# 5.0.0-M1 keep ``pulsar/([^:]+:\d+)`` and widen SLA to ``sla-monitor/([^:]+:\d+)`` (VersionProfile.sla_pattern_v2).
+HEARTBEAT_NAMESPACE_PATTERN = re.compile(r"pulsar/[^/]+/([^:]+:\d+)", re.ASCII)
+HEARTBEAT_NAMESPACE_PATTERN_V2 = re.compile(r"pulsar/([^:]+:\d+)", re.ASCII)
+SLA_NAMESPACE_PATTERN = re.compile(r"sla-monitor/[^/]+/([^:]+:\d+)", re.ASCII)
+SLA_NAMESPACE_PATTERN_V2 = re.compile(r"sla-monitor/([^:]+:\d+)", re.ASCII)
+SYSTEM_NAMESPACE = "pulsar/system"  # NamespaceName.SYSTEM_NAMESPACE
+NAMESPACE_KINDS = ("heartbeat", "sla-monitor", SYSTEM_NAMESPACE)
+
+
+def namespace_kind(namespace: str, sla_pattern_v2: bool = False) -> str | None:
+    """Which of ``NAMESPACE_KINDS`` a namespace is (None: a user namespace): ``NamespaceService``'s heartbeat
+    patterns (``pulsar/<cluster>/<host:port>``, ``pulsar/<host:port>``), its SLA pattern (``sla-monitor/<cluster>/
+    <host:port>``; with ``sla_pattern_v2`` also ``sla-monitor/<host:port>``) and ``NamespaceName.SYSTEM_NAMESPACE``."""
+    if namespace == SYSTEM_NAMESPACE:
+        return SYSTEM_NAMESPACE
+    if HEARTBEAT_NAMESPACE_PATTERN.fullmatch(namespace) or HEARTBEAT_NAMESPACE_PATTERN_V2.fullmatch(namespace):
+        return "heartbeat"
+    sla = SLA_NAMESPACE_PATTERN_V2 if sla_pattern_v2 else SLA_NAMESPACE_PATTERN
+    return "sla-monitor" if sla.fullmatch(namespace) else None
+
+
+def is_system_service_namespace(namespace: str, sla_pattern_v2: bool = False) -> bool:
+    """``NamespaceService.isSystemServiceNamespace`` of 2.11.0+: heartbeat v1 / v2, SLA monitor, ``pulsar/system``."""
+    return namespace_kind(namespace, sla_pattern_v2) is not None
 
 
 # The last namespace column coded by namespace_codes: replay ticks and repeated requests see the same column
@@ -311,15 +330,16 @@ class LoadData:
         order = np.lexsort((all_b, all_r))
         return all_b[order], all_r[order]
 
-    def shedding_candidates(self) -> np.ndarray:
+    def shedding_candidates(self, skips: tuple[str, ...], sla_pattern_v2: bool = False) -> np.ndarray:
         """``LoadData.getBundleDataForLoadShedding()`` restricted to not-recently-unloaded bundles.
 
-        The system-namespace test runs once per distinct namespace (``namespace_codes``), not per bundle.
+        ``skips``: the namespace kinds the line's filter leaves out (``VersionProfile.shedding_skips``), with the
+        line's SLA pattern. The namespace test runs once per distinct namespace (``namespace_codes``).
         """
         b = self.bundles
         mask = b.has_bundle_data.copy()
         codes, code = namespace_codes(b.namespaces)
-        system = [c for ns, c in code.items() if is_system_service_namespace(ns)]
+        system = [c for ns, c in code.items() if namespace_kind(ns, sla_pattern_v2) in skips]
         if system:
             mask &= ~np.isin(codes, system)
         if self.recently_unloaded_bundles:

@@ -22,6 +22,7 @@ from lbreplay.kernel.selection import (
     population_std,
     ranked_candidates,
     select_largest_first,
+    shedding_candidates,
     short_term_throughput,
 )
 from lbreplay.kernel.strategy import Unload
@@ -57,7 +58,7 @@ class OverloadShedder(StatelessShedder):
         if not overloaded.any():
             skip.note("Balanced")
             return self._finish([], skip)
-        candidates = OwnedCandidates(ld)
+        candidates = OwnedCandidates(ld, shedding_candidates(ld, conf))
         values = short_term_throughput(ld)
         at_least_one = bool(conf["atLeastOneBundleSelected"])
         out: list[Unload] = []

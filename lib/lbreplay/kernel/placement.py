@@ -24,6 +24,7 @@ import numpy as np
 from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.leader_state import LeaderState, ensure_bundle_data
 from lbreplay.kernel.load_data import (
+    SYSTEM_NAMESPACE,
     LoadData,
     PreallocationFollower,
     cached,
@@ -37,10 +38,6 @@ from lbreplay.kernel.resource_usage import overload_check_usage
 from lbreplay.kernel.signatures import same_parameters
 from lbreplay.kernel.strategy import ModularLoadManagerStrategy
 from lbreplay.kernel.version_profile import profile_for
-
-SYSTEM_NAMESPACE = "pulsar/system"  # NamespaceName.SYSTEM_NAMESPACE
-
-
 
 
 # --- candidate filters -------------------------------------------------------------------------
@@ -222,6 +219,7 @@ class Selection:
         self.even = bool(conf["loadBalancerDistributeBundlesEvenlyEnabled"]) or (
             profile.even_spread_always
         )
+        self.spread_system = profile.system_namespace_even_spread  # `|| ... equals(SYSTEM_NAMESPACE)` (3.0+)
         # broker_load_manager_class_filter (3.x+); None when it keeps every broker
         same = _same_class(ld, conf) if profile.broker_class_filter else None
         self.same_class = None if same is None or same.all() else same
@@ -324,7 +322,7 @@ class Selection:
         if policies.anti_affinity_groups.get(ns) is not None:  # anti_affinity_group: no group keeps them all
             rows = policies.filter_anti_affinity_group_owned_brokers(ns, br, _mask(rows, len(br)), leader.bundle_ranges)
             rows = rows.nonzero()[0]
-        if self.even or ns == SYSTEM_NAMESPACE:  # remove_most_servicing_brokers_for_namespace
+        if self.even or (ns == SYSTEM_NAMESPACE and self.spread_system):  # remove_most_servicing_brokers_for_namespace
             rows = _least_servicing(ns, br.ids, rows, leader)
         try:
             if self.same_class is not None:  # broker_load_manager_class_filter

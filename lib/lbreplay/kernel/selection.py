@@ -18,7 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.load_data import RATE_IN, RATE_OUT, THR_IN, THR_OUT, LoadData
+from lbreplay.kernel.version_profile import profile_for
 
 INT_MAX = 2147483647
 INT_MIN = -2147483648
@@ -43,8 +45,7 @@ class OwnedCandidates:
 
     __slots__ = ("_rows", "_owner")
 
-    def __init__(self, ld: LoadData, candidates: np.ndarray | None = None) -> None:
-        mask = ld.shedding_candidates() if candidates is None else candidates
+    def __init__(self, ld: LoadData, mask: np.ndarray) -> None:
         if ld.membership is None:
             self._rows = np.flatnonzero(mask)
             self._owner = ld.bundles.owner[self._rows]
@@ -59,20 +60,25 @@ class OwnedCandidates:
         return self._rows[self._owner == broker]
 
 
+def shedding_candidates(ld: LoadData, conf: PulsarConfig) -> np.ndarray:
+    """``LoadData.getBundleDataForLoadShedding()`` of the config's line (``VersionProfile.shedding_skips``), not
+    recently unloaded."""
+    profile = profile_for(conf["pulsarVersion"])
+    return ld.shedding_candidates(profile.shedding_skips, profile.sla_pattern_v2)
+
+
 def ranked_candidates(
-    ld: LoadData, broker: int, values: np.ndarray, candidates: np.ndarray | OwnedCandidates | None = None
+    ld: LoadData, broker: int, values: np.ndarray, candidates: np.ndarray | OwnedCandidates
 ) -> tuple[np.ndarray, np.ndarray]:
     """Shedding candidates of ``broker`` sorted by ``values`` descending (``Double.compare(e2, e1)``).
 
-    ``candidates`` is ``ld.shedding_candidates()`` or, when ranking several brokers in one pass, its
+    ``candidates`` is :func:`shedding_candidates` or, when ranking several brokers in one pass, its
     :class:`OwnedCandidates`. Returns (bundle rows, their values). The sort is stable, so ties keep row (name)
     order; NaN sorts first, as ``Double.compare`` ranks NaN above every number.
     """
     if isinstance(candidates, OwnedCandidates):
         rows = candidates.rows(broker)
     else:
-        if candidates is None:
-            candidates = ld.shedding_candidates()
         rows = np.flatnonzero(candidates & ld.owned_mask(broker))
     vals = values[rows]
     key = np.where(np.isnan(vals), -np.inf, -vals)

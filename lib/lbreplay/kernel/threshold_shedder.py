@@ -34,6 +34,7 @@ from lbreplay.kernel.selection import (
     population_std,
     ranked_candidates,
     select_largest_first,
+    shedding_candidates,
     short_term_throughput,
 )
 from lbreplay.kernel.strategy import Unload
@@ -103,7 +104,7 @@ class ThresholdShedder(ShedderReport):
                 skip.note("SoleBundle" if counts[i] == 1 else "NoBundles")
                 continue
             if candidates is None:
-                candidates = OwnedCandidates(ld)
+                candidates = OwnedCandidates(ld, shedding_candidates(ld, conf))
             rows, vals = ranked_candidates(ld, i, values, candidates)
             picked = select_largest_first(rows, vals, float(need[i]), at_least_one)
             if picked.size == 0:
@@ -149,7 +150,7 @@ class ThresholdShedder(ShedderReport):
         if min_throughput > need:
             skip.note("MinThroughput")
             return []
-        rows, vals = ranked_candidates(ld, top, short_term_throughput(ld))
+        rows, vals = ranked_candidates(ld, top, short_term_throughput(ld), shedding_candidates(ld, conf))
         picked = select_largest_first(rows, vals, need, at_least_one)
         if picked.size == 0:
             skip.note("NoCandidates")

@@ -34,6 +34,7 @@ from lbreplay.kernel.selection import (
     java_int,
     ranked_candidates,
     select_fitting,
+    shedding_candidates,
     short_term_msg_rate,
     short_term_throughput,
 )
@@ -108,7 +109,7 @@ class UniformLoadShedder(StatelessShedder):
         if required < gate:
             skip.note("MinUnload")
             return []
-        rows, vals = ranked_candidates(ld, src, values)
+        rows, vals = ranked_candidates(ld, src, values, shedding_candidates(ld, conf))
         # `bundleLoad <= required + 1000` in 4.0.x (UniformLoadShedder.findBundlesForUnloading, the int `+ 1000`
         # removed on master by apache/pulsar#21906); the int addition wraps, as Java's does.
         slack = profile_for(conf["pulsarVersion"]).uniform_unload_slack
@@ -167,7 +168,7 @@ class UniformLoadShedder(StatelessShedder):
             gap, required, values, slack, reason = (max_thr - min_thr, thr_required, short_term_throughput(ld), 0,
                                                     THROUGHPUT_REASON)
         self._stats["required"] = required
-        rows, vals = ranked_candidates(ld, over, values)
+        rows, vals = ranked_candidates(ld, over, values, shedding_candidates(ld, conf))
         picked, _ = select_fitting(vals, required, int_need=True, slack=slack, limit=limit)
         return self._unloads(ld, over, rows, vals, picked, reason, gap, required, skip)
 
@@ -197,7 +198,7 @@ class UniformLoadShedder(StatelessShedder):
             gap, values, slack, reason = max_thr - min_thr, short_term_throughput(ld), 0, THROUGHPUT_REASON
         required = java_int(gap / 2)
         self._stats["required"] = required
-        rows, vals = ranked_candidates(ld, over, values)
+        rows, vals = ranked_candidates(ld, over, values, shedding_candidates(ld, conf))
         picked, _ = select_fitting(vals, required, int_need=True, slack=slack)
         return self._unloads(ld, over, rows, vals, picked, reason, gap, required, skip)
 

@@ -109,9 +109,31 @@ class VersionProfile:
     # (``getNamespaceService().getOwnedServiceUnits()`` on the leader): in the 2.10.5, 3.0.7, 3.3.6, 4.0.7, 4.2.4 and
     # 5.0.0-M1 jars, not in 2.11.0 (checked on the class files).
     preallocations_kept_if_leader_owned: bool = True
+    # [M] LoadData.getBundleDataForLoadShedding() leaves out the bundles of these namespace kinds (the kinds of
+    # load_data.namespace_kind), so no modular shedder (Overload / Threshold / Uniform / AvgShedder) sees them:
+    # 3.0.7 .. 5.0.0-M1 filter with NamespaceService.isSLAOrHeartbeatNamespace (heartbeat v1 / v2, SLA monitor:
+    # ``pulsar/system`` bundles are shed like any other); 2.11.0 with isSystemServiceNamespace, which adds
+    # ``pulsar/system``; 2.10.5 with isSystemServiceNamespace, which there is heartbeat v1 / v2 and SLA monitor only.
+    # BundleSplitterTask.findBundlesToSplit and the extensible DefaultNamespaceBundleSplitStrategyImpl skip no
+    # namespace on any line; the extensible TopKBundles.update skips isSystemServiceNamespace (all three kinds) on
+    # every line that has it. Checked on the jars' bytecode.
+    shedding_skips: tuple[str, ...] = ("heartbeat", "sla-monitor")
+    # [M] ModularLoadManagerImpl.selectBroker spreads ``pulsar/system`` bundles evenly like
+    # loadBalancerDistributeBundlesEvenlyEnabled (``|| serviceUnit.getNamespaceObject().equals(SYSTEM_NAMESPACE)``):
+    # in 3.0.7 .. 5.0.0-M1, not in 2.11.0 / 2.10.5 (no NamespaceName.SYSTEM_NAMESPACE in their selectBroker).
+    system_namespace_even_spread: bool = True
+    # NamespaceService.SLA_NAMESPACE_PATTERN is ``sla-monitor/([^:]+:\d+)`` in 4.2.4 and 5.0.0-M1 (also the v2 form
+    # ``sla-monitor/<host:port>``), ``sla-monitor/[^/]+/([^:]+:\d+)`` (v1 form only) in 2.10.5 .. 4.0.7; the
+    # heartbeat pattern ``pulsar/([^:]+:\d+)`` matches both forms on every line. Checked on the jars.
+    sla_pattern_v2: bool = False
+    # NamespaceName accepts v1 names (``tenant/cluster/namespace``): not in 4.2.4 / 5.0.0-M1 ("Invalid namespace
+    # format", and NamespaceBundle.getBundleNamespace no longer splits such a bundle name), so their clusters have no
+    # v1 heartbeat or SLA namespace (the verify generator draws v2 forms only there). Checked by running them.
+    v1_namespace_names: bool = True
 
 
-_4_2 = VersionProfile("4.2", False, False, True, True, True, True, False, True, True, True, True)
+_4_2 = VersionProfile("4.2", False, False, True, True, True, True, False, True, True, True, True, sla_pattern_v2=True,
+                      v1_namespace_names=False)
 # 3.3.6 carries UniformLoadShedder's `+ 1000` and AvgShedder's `(int) (a - b)` as 4.0.x does (the same source).
 _3_3 = VersionProfile("3.3", False, False, True, False, True, True, False, True, False, True, True,
                       uniform_unload_slack=1000, avg_shedder_int_comparator=True, bandwidth_weight_keys_pip357=False,
@@ -121,7 +143,8 @@ _2_11 = VersionProfile("2.11", True, True, True, False, False, False, False, Fal
                        bandwidth_weight_keys_pip357=False, uniform_coupled_extremes=True, lruw_idle_restart=False,
                        absent_strategies=("RoundRobinBrokerSelector",), active_brokers_change_hook=False,
                        shedding_excluded_namespaces=False, broker_host_by_last_colon=False,
-                       preallocations_kept_if_leader_owned=False)
+                       preallocations_kept_if_leader_owned=False, system_namespace_even_spread=False,
+                       shedding_skips=("heartbeat", "sla-monitor", "pulsar/system"))
 
 PROFILES: dict[str, VersionProfile] = {
     # 5.0.x: checked against the 5.0.0-M1 jar (5.0.1's dependency tree is not on Maven Central).
@@ -130,7 +153,7 @@ PROFILES: dict[str, VersionProfile] = {
     "4.2": _4_2,
     # 4.0.x: checked against the 4.0.7 jar.
     "4.0": replace(_4_2, name="4.0", uniform_unload_slack=1000, avg_shedder_int_comparator=True,
-                   shedding_excluded_namespaces=False),
+                   shedding_excluded_namespaces=False, sla_pattern_v2=False, v1_namespace_names=True),
     # 3.3.x: checked against the 3.3.6 jar.
     "3.3": _3_3,
     # 3.0.x: checked against the 3.0.7 jar (no AvgShedder).
@@ -139,16 +162,16 @@ PROFILES: dict[str, VersionProfile] = {
     "2.11": _2_11,
     "2.10": replace(_2_11, name="2.10", uniform_2_10_constants=True, threshold_lower_boundary=False,
                     even_spread_always=True, unload_checks_namespace_policies=False,
-                    preallocations_kept_if_leader_owned=True,
+                    preallocations_kept_if_leader_owned=True, shedding_skips=("heartbeat", "sla-monitor"),
                     absent_strategies=("RoundRobinBrokerSelector", "LeastResourceUsageWithWeight")),
-    # 2.9.x: not checked by the oracle.
+    # 2.9.x: not checked by the oracle (namespace filters assumed as 2.10.5's, its successor).
     "2.9": VersionProfile("2.9", True, True, False, False, False, False, True, False, False, False, False,
                           broker_class_filter=False, even_spread_always=True, transfer_shedder_available=False,
                           bandwidth_weight_keys_pip357=False, threshold_lower_boundary=False,
                           absent_strategies=("RoundRobinBrokerSelector", "LeastResourceUsageWithWeight"),
                           active_brokers_change_hook=False, shedding_excluded_namespaces=False,
                           unload_checks_namespace_policies=False, broker_host_by_last_colon=False,
-                          preallocations_kept_if_leader_owned=False),
+                          preallocations_kept_if_leader_owned=False, system_namespace_even_spread=False),
 }
 
 # Names kept for configs written before the lines were checked: the newest checked line of that major.

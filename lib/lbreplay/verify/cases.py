@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from lbreplay.kernel.version_profile import profile_for
-from lbreplay.verify.draws import EXT, IMPL, MB, NOW, even_layout, hex8, pick
+from lbreplay.verify.draws import EXT, IMPL, MB, NOW, even_layout, hex8, pick, system_namespaces
 from lbreplay.verify.policy_cases import transfer_policies
 from lbreplay.verify.split_cases import evolve_extensible_split, extensible_split
 
@@ -60,6 +60,7 @@ class Generator:
                  double_listing: float = 0.2, churn: float = 0.2) -> None:
         self.rng = np.random.default_rng(seed)
         self.profile = profile
+        self.v1_names = profile_for(profile).v1_namespace_names  # v1 heartbeat / SLA namespaces exist on the line
         # A bundle preallocated to two brokers (assigned again before its first broker reported it): legal in
         # Pulsar (each BrokerData has its own preallocatedBundleData). None: drawn per case (about a third).
         self._prealloc_twice = prealloc_twice
@@ -98,12 +99,12 @@ class Generator:
         host_ids = [f"broker-{i}.example:{8080 + int(rng.integers(0, 2))}" for i in range(n)]
         n_ns = int(rng.integers(1, 4))
         layouts = {f"t/ns{k}": even_layout(int(pick(rng, [1, 2, 4, 8, 16]))) for k in range(n_ns)}
+        layouts.update({ns: even_layout(int(pick(rng, [1, 2, 4]))) for ns in system_namespaces(rng, host_ids, self.v1_names)})
         all_bundles = [f"{ns}/{hex8(lo)}_{hex8(hi)}" for ns, b in layouts.items() for lo, hi in itertools.pairwise(b)]
         rng.shuffle(all_bundles)
         owner = {b: int(rng.integers(0, n)) for b in all_bundles}
         if rng.random() < 0.2:  # one-bundle brokers
-            for i, b in enumerate(all_bundles):
-                owner[b] = i % n
+            owner = {b: i % n for i, b in enumerate(all_bundles)}
         bundle_data: dict[str, Any] = {}
         stats: dict[str, dict[str, Any]] = {}
         for b in all_bundles:
@@ -265,13 +266,14 @@ class Generator:
         top: dict[str, Any] = {}
         owners: dict[str, str] = {}
         k = 0
+        spaces = ["t/ns0", "t/ns1", "t/ns2", *system_namespaces(rng, ids, self.v1_names)]  # TopKBundles skips them
         for bid in ids:
             usage = {r: {"usage": self._num(0, 100, ties=ties), "limit": 100.0}
                      for r in ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut")}
             ema = float(np.round(rng.uniform(0, 1.2), 4)) if not ties else float(rng.choice([0.1, 0.5, 0.9]))
             entries: list[dict[str, Any]] = []
             for _ in range(int(rng.choice([0, 1, 2, 5, 10]))):
-                name = f"t/ns{k % 3}/{hex8(k * 0x100)}_{hex8(k * 0x100 + 0x100)}"
+                name = f"{spaces[k % len(spaces)]}/{hex8(k * 0x100)}_{hex8(k * 0x100 + 0x100)}"
                 k += 1
                 tin, tout = self._num(0, 5 * MB, ties=ties), self._num(0, 5 * MB, ties=ties)
                 entries.append({"bundleName": name, "stats": {

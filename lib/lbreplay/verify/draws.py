@@ -29,3 +29,27 @@ def even_layout(n: int) -> list[int]:
     """``n`` equal bundles over the hash range (``PoliciesUtil.getBundles``)."""
     step = 0x100000000 // n
     return [i * step for i in range(n)] + [0xFFFFFFFF]
+
+
+CLUSTER = "c1"
+
+
+def system_namespaces(rng: np.random.Generator, hosts: Sequence[str], v1_names: bool = True,
+                      p: float = 0.4) -> list[str]:
+    """With probability ``p``, 1-3 of the namespaces each line's filters treat apart (``load_data.namespace_kind``):
+    ``pulsar/system``, a heartbeat namespace in the v2 (``pulsar/<host:port>``) or, where the line has v1 names
+    (``VersionProfile.v1_namespace_names``), the v1 form (``pulsar/<cluster>/<host:port>``), an SLA-monitor
+    namespace (``sla-monitor/<host:port>``, and ``sla-monitor/<cluster>/<host:port>`` with v1 names), or a near miss
+    (no port)."""
+    if not hosts or rng.random() >= p:
+        return []
+    forms = ["pulsar/system", "pulsar/{h}", "sla-monitor/{h}", "pulsar/{b}"]
+    if v1_names:
+        forms += [f"pulsar/{CLUSTER}/{{h}}", f"sla-monitor/{CLUSTER}/{{h}}", f"pulsar/{CLUSTER}/{{b}}"]
+    out: list[str] = []
+    for _ in range(int(rng.integers(1, 4))):
+        host = pick(rng, hosts)
+        ns = pick(rng, forms).format(h=host, b=host.split(":")[0])
+        if ns not in out:
+            out.append(ns)
+    return out

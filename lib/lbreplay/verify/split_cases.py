@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 
 from lbreplay.kernel.naming import topic_hash_of
-from lbreplay.verify.draws import EXT, MB, NOW, even_layout, hex8, pick
+from lbreplay.kernel.version_profile import profile_for
+from lbreplay.verify.draws import EXT, MB, NOW, even_layout, hex8, pick, system_namespaces
 
 
 def extensible_split(rng: np.random.Generator, profile: str) -> dict[str, Any]:
@@ -24,8 +25,8 @@ def extensible_split(rng: np.random.Generator, profile: str) -> dict[str, Any]:
     ids = [f"broker-{i}.example:8080" for i in range(n)]
     namespaces: dict[str, Any] = {}
     names: list[str] = []
-    for k in range(int(rng.integers(1, 4))):
-        ns = f"t/ns{k}"
+    user = [f"t/ns{k}" for k in range(int(rng.integers(1, 4)))]
+    for ns in user + system_namespaces(rng, ids, profile_for(profile).v1_namespace_names):  # no line skips any
         bounds = even_layout(int(pick(rng, [1, 2, 4, 8, 16])))
         if rng.random() < 0.2:  # a bundle one hash wide (NamespaceBundleFactory.canSplitBundle: false)
             bounds = sorted({*bounds, bounds[1] - 1})

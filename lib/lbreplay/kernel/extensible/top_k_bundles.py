@@ -165,12 +165,13 @@ def top_k_bundles(
     ``k <= 0`` reports nothing. Visiting order of the input is the given order (pass bundles sorted by name).
     """
     with_policies = bool(conf["loadBalancerSheddingBundlesWithPoliciesEnabled"])
-    pip380 = profile_for(conf["pulsarVersion"]).shedding_excluded_namespaces  # the key exists since 4.1
+    profile = profile_for(conf["pulsarVersion"])
+    pip380 = profile.shedding_excluded_namespaces  # the key exists since 4.1
     excluded = set(conf["loadBalancerSheddingExcludedNamespaces"] or ()) if pip380 else set()
     keep: list[int] = []
     for i, name in enumerate(names):
         ns, _ = split_bundle_name(name)
-        if is_system_service_namespace(ns):
+        if is_system_service_namespace(ns, profile.sla_pattern_v2):
             continue
         if not with_policies and policies is not None and policies.has_isolation_or_anti_affinity(ns):
             continue

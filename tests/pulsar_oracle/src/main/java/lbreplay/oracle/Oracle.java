@@ -336,12 +336,8 @@ public final class Oracle {
             inst.shedClass = shed;
         }
         // AvgShedder sorts the entries of its brokerScoreMap (a HashMap): ties (and, with 4.0.x's `(int) (a - b)`
-        // comparator, scores less than 1 apart) keep that map's order. Sorted here (docs/how-we-know.md: nondeterministic
-        // spots; the real iteration order is mirrored in kernel/java_hash_map.py).
-        Object scores = readField(inst.placement, "brokerScoreMap");
-        if (scores instanceof Map<?, ?> m && !(scores instanceof TreeMap<?, ?>)) {
-            writeField(inst.placement, "brokerScoreMap", new TreeMap<String, Double>());
-        }
+        // comparator, scores less than 1 apart) keep that map's order -- the jar's own HashMap, kept as it is (the
+        // kernel mirrors its iteration order: kernel/java_hash_map.py).
         if (inst.splitter == null) {
             inst.splitter = new BundleSplitterTask();
         }
