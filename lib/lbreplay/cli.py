@@ -273,8 +273,8 @@ def compare(
 
 @app.command()
 def prediction(
-    runs: str = typer.Option(..., "--runs", help="PRED,B,B2,A: the closed loop of A's recording under B's "
-                             "broker.conf, then the audits of B, of B run again, of A."),
+    runs: str = typer.Option(..., "--runs", help="PRED,B,B2,A[,A2]: the closed loop of A's recording under B's "
+                             "broker.conf, then the audits of B, of B run again, of A (and of A run again)."),
     save_noise: Optional[str] = typer.Option(None, "--save-noise", help="Write B vs B2 per KPI (a noise band YAML)."),
     lake: str = LakeOpt,
     master: Optional[str] = MasterOpt,

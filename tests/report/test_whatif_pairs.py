@@ -48,17 +48,23 @@ READY = len(PAIRS) >= 2 and all(len(runs) >= 2 for runs in PAIRS.values())
 
 #: the targets the prediction misses on the committed pairs, each explained (a miss not listed, or a listed one
 #: now met, fails the test: update the list and the explanation with the model)
-KNOWN_MISSES: dict[str, str] = {}
+KNOWN_MISSES: dict[str, str] = {
+    "splits": "7 predicted vs B-1's 9: B-1's audit splits 0x80000000_0x88000000, a child of its leader's split of "
+              "0x80000000_0x90000000 after the SIGKILL, which neither replay makes (both hold the killed broker's "
+              "last report two intervals; the leader drops it at once: issue 32 item 3); and 0x18000000_0x20000000 "
+              "(B-1 at +7.8 min) needs its parent split earlier than A-1's recording has it (+7.7 vs +7.2 min): "
+              "its BundleData does not reach the split threshold before the recording ends (timing)",
+}
 
 
 @pytest.mark.skipif(not READY, reason="data/samples/whatif: needs two configs with two recorded runs each")
 def test_the_closed_loop_of_a_predicts_b_within_the_noise_band() -> None:
-    """Predicted B (A-1 under B's broker.conf) vs real B (B-1's audit), noise band B-1 vs B-2, decision vs A-1:
-    every target met but the known, explained misses."""
+    """Predicted B (A-1 under B's broker.conf) vs real B (B-1's audit), noise band B-1 vs B-2 and A-1 vs A-2,
+    decision vs A-1: every target met but the known, explained misses."""
     a, b = sorted(PAIRS)[:2]
-    a1, b1, b2 = PAIRS[a][0], PAIRS[b][0], PAIRS[b][1]
+    a1, a2, b1, b2 = PAIRS[a][0], PAIRS[a][1], PAIRS[b][0], PAIRS[b][1]
     p = compare_prediction(run_kpis(a1, "closed-loop", b1 / "broker.conf"), run_kpis(b1, "observed"),
-                           run_kpis(b2, "observed"), run_kpis(a1, "observed"))
+                           run_kpis(b2, "observed"), run_kpis(a1, "observed"), run_kpis(a2, "observed"))
     print(prediction_text(p))
     assert p.checks and p.curve_minutes > 0
     assert sorted(m.split(":")[0] for m in p.misses) == sorted(KNOWN_MISSES), p.misses

@@ -47,17 +47,20 @@ def _diff(a: float | None, b: float | None) -> float | None:
 
 @dataclass(frozen=True)
 class KpiCheck:
-    """One KPI: predicted B, real B, real B' (its twin: the noise) and real A (the other side of the decision)."""
+    """One KPI: predicted B, real B, real B' (its twin: the noise) and real A (the other side of the decision);
+    with real A' (A run again) the noise band is the wider of the two configs' |run 1 - run 2|."""
 
     kpi: Kpi
     predicted: float | None
     real: float | None
     twin: float | None
     base: float | None
+    base_twin: float | None = None
 
     @property
     def noise(self) -> float | None:
-        return _diff(self.real, self.twin)
+        gaps = [g for g in (_diff(self.real, self.twin), _diff(self.base, self.base_twin)) if g is not None]
+        return max(gaps) if gaps else None
 
     @property
     def tolerance(self) -> float | None:
@@ -102,6 +105,7 @@ class Prediction:
     checks: tuple[KpiCheck, ...]
     curve_minutes: int
     curve_within: int
+    base_twin: RunKpis | None = None
 
     @property
     def curve_share(self) -> float | None:
@@ -143,14 +147,19 @@ def curve_band(real: Sequence[float], twin: Sequence[float]) -> list[float]:
     return [max(abs(real[m] - twin[m]), floor) for m in range(n)]
 
 
-def compare_prediction(predicted: RunKpis, real: RunKpis, twin: RunKpis, base: RunKpis) -> Prediction:
-    """Predicted B against real B, with the noise band of B against B' and the decision of A against B."""
-    checks = tuple(KpiCheck(BY_NAME[m], BY_NAME[m].value(predicted.metrics), BY_NAME[m].value(real.metrics),
-                            BY_NAME[m].value(twin.metrics), BY_NAME[m].value(base.metrics)) for m in PREDICTED)
+def compare_prediction(predicted: RunKpis, real: RunKpis, twin: RunKpis, base: RunKpis,
+                       base_twin: RunKpis | None = None) -> Prediction:
+    """Predicted B against real B, with the noise band of B against B' (and of A against A' when given: the wider)
+    and the decision of A against B."""
+    def v(run: RunKpis | None, m: str) -> float | None:
+        return None if run is None else BY_NAME[m].value(run.metrics)
+
+    checks = tuple(KpiCheck(BY_NAME[m], v(predicted, m), v(real, m), v(twin, m), v(base, m), v(base_twin, m))
+                   for m in PREDICTED)
     band = curve_band(real.curve, twin.curve)
     n = min(len(band), len(predicted.curve))
     within = sum(1 for m in range(n) if abs(predicted.curve[m] - real.curve[m]) <= band[m] + 1e-12)
-    return Prediction(predicted, real, twin, base, checks, n, within)
+    return Prediction(predicted, real, twin, base, checks, n, within, base_twin)
 
 
 def _mark(ok: bool | None) -> str:
@@ -173,7 +182,8 @@ def prediction_rows(p: Prediction) -> list[list[str]]:
 def prediction_text(p: Prediction) -> str:
     """The comparison for a terminal: the runs, the table, the spread curve's share and the verdict."""
     lines = [f"Prediction: {p.predicted.name} (closed loop of A's recording under B's broker.conf)",
-             f"  real B: {p.real.name}; noise band: {p.twin.name} (B run again); decision: {p.base.name} (real A)"]
+             f"  real B: {p.real.name}; noise band: {p.twin.name} (B run again)"
+             + (f" and {p.base_twin.name} (A run again)" if p.base_twin else "") + f"; decision: {p.base.name} (real A)"]
     rows = prediction_rows(p)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
@@ -303,14 +313,15 @@ class PredictionMissed(LbReplayError):
     exit_code = EXIT_FAILURE
 
 
-#: the four runs of a prediction check, in the order ``--prediction`` takes them
-PREDICTION_ROLES: tuple[str, ...] = ("predicted B", "real B", "real B'", "real A")
+#: the runs of a prediction check, in the order ``--prediction`` takes them (the fifth, A run again, optional)
+PREDICTION_ROLES: tuple[str, ...] = ("predicted B", "real B", "real B'", "real A", "real A'")
 
 
 def check_prediction_runs(runs: Sequence[str] | None) -> None:
-    """``--prediction`` names four runs: the closed loop predicting B, B's audit, B''s audit, A's audit."""
-    if runs is not None and len(runs) != len(PREDICTION_ROLES):
-        raise UsageError(f"--prediction: expected 4 run ids ({', '.join(PREDICTION_ROLES)}), got {len(runs)}")
+    """``--prediction`` names four or five runs: the closed loop predicting B, B's audit, B''s audit, A's audit
+    (and A''s)."""
+    if runs is not None and len(runs) not in (4, 5):
+        raise UsageError(f"--prediction: expected 4 or 5 run ids ({', '.join(PREDICTION_ROLES)}), got {len(runs)}")
 
 
 def prediction_command(runs: list[str], lake: str, master: str | None = None, save_noise: str | None = None) -> bool:
