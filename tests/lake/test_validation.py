@@ -154,8 +154,21 @@ def _cli(monkeypatch, spark, *args: str) -> int:
         spark.conf.set("spark.sql.shuffle.partitions", partitions)
 
 
+@pytest.fixture(scope="module")
+def corrupt_ingested(spark, lake, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The corrupted copy ingested once as cluster ``val_bad`` (exit 0: ingest keeps the rows as reported); both
+    forms of the test below validate the same ingested rows."""
+    src = tmp_path_factory.mktemp("corrupt") / "corrupt"
+    _corrupt_copy(src)
+    with pytest.MonkeyPatch.context() as mp:
+        code = _cli(mp, spark, "ingest", "--source", str(src), "--cluster", "val_bad", "--lake", lake,
+                    "--master", "local[2]")
+    assert code == 0
+    return "val_bad"
+
+
 @pytest.mark.parametrize("large_from", [None, 0], ids=["per-row-forms", "cheap-summary-paths"])
-def test_corrupted_copy_exits_3_naming_each_rule(spark, lake, tmp_path: Path, monkeypatch, capsys,
+def test_corrupted_copy_exits_3_naming_each_rule(spark, lake, monkeypatch, capsys, corrupt_ingested: str,
                                                  large_from: int | None) -> None:
     """Issue 'done when': a corrupted copy exits 3 naming each rule, with the failing rows in quarantine; the same
     counts, samples and quarantine whether the tables take the per-row forms or (``storage.LARGE_SCAN_BYTES`` = 0)
@@ -171,10 +184,7 @@ def test_corrupted_copy_exits_3_naming_each_rule(spark, lake, tmp_path: Path, mo
     """
     if large_from is not None:
         monkeypatch.setattr(storage, "LARGE_SCAN_BYTES", large_from)
-    src = tmp_path / "corrupt"
-    _corrupt_copy(src)
     lake_args = ("--lake", lake, "--master", "local[2]")
-    assert _cli(monkeypatch, spark, "ingest", "--source", str(src), "--cluster", "val_bad", *lake_args) == 0
     capsys.readouterr()
     assert _cli(monkeypatch, spark, "validate", "--cluster", "val_bad", *lake_args) == 3
     err = capsys.readouterr().err
