@@ -88,6 +88,29 @@ def test_the_closed_loop_of_an_ingested_recording_carries_its_traffic(spark: Any
     assert mape is not None and 0 < mape["value"] < MAX_CALIBRATION_MAPE
 
 
+@pytest.mark.spark
+def test_the_closed_loop_of_an_extensible_recording_transfers_as_its_audit(spark: Any, lake: str) -> None:
+    """real-extensible-transfer under its broker.conf, both modes: the closed loop publishes the recorded
+    BrokerLoadData (moved by the modelled change) and top bundles lists, so its first TransferShedder run makes the
+    audit's 7 transfers (before: 7 transfers at tick 29 where the leader made none, on load data it computed)."""
+    from lbreplay.lake.ingest import ingest
+    from lbreplay.lake.validation import validate
+    from lbreplay.replay.run_config import resolve_run_config
+    from lbreplay.replay.spark_replay import execute
+
+    sample = next(p for p in SAMPLES if p.name == "real-extensible-transfer")
+    cluster = "closed-loop-ext"
+    ingest(spark, lake, sample, cluster)
+    assert validate(spark, lake, cluster).passed
+    pulsar, options = resolve_run_config(None, str(sample / "broker.conf"), [])
+    audit, what_if = f"{cluster}-audit", f"{cluster}-what-if"
+    execute(spark, lake, cluster, [(pulsar, {**options, "mode": "observed"}), (pulsar, {**options, "mode": "closed-loop"})],
+            run_ids=[audit, what_if], quiet=True)
+    mine = _decisions(spark, lake, what_if)
+    _agree_until_departure(_decisions(spark, lake, audit), mine)
+    assert [d[1] for d in mine if d[0] == mine[0][0]] == ["TRANSFER"] * 7
+
+
 def _manifest(**fields: Any) -> StreamManifest:
     base: dict[str, Any] = {"broker_ids": ["a:8080"], "namespaces": ["t/ns"], "cpu_base": [1.0],
                             "cpu_per_msg": [0.01], "topics": False, "stream": "s", "calibration_mape": 0.2,
@@ -97,12 +120,11 @@ def _manifest(**fields: Any) -> StreamManifest:
 
 def test_a_closed_loop_refuses_what_it_cannot_replay() -> None:
     """Exit 3, one line naming the table: no bundle loads, no cpu reading to calibrate on, a calibration error at
-    or above the bound, an extensible recording (its brokers' load data under the replay's ownership not modelled)."""
+    or above the bound."""
     require_closed_loop_inputs(_manifest(), "c1")
     for fields, words in (({"namespaces": []}, "table=bundle_load: no rows"),
                           ({"calibration_mape": None}, "column=cpu_usage"),
-                          ({"calibration_mape": MAX_CALIBRATION_MAPE}, "calibration error"),
-                          ({"extensible": True}, "table=broker_load_data_ext: .* BrokerLoadData")):
+                          ({"calibration_mape": MAX_CALIBRATION_MAPE}, "calibration error")):
         with pytest.raises(InvalidInputError, match=words) as err:
             require_closed_loop_inputs(_manifest(**fields), "c1")
         assert err.value.exit_code == 3 and "\n" not in str(err.value)

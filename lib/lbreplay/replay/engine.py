@@ -114,12 +114,14 @@ class Replay:
         wmax = weighted_max_usage(usage, limit, conf)
         compared = wmax if self.profile.overload_checks_weighted else max_resource_usage(usage, limit, conf)
         writes = self._observed_writes(obs, alive) if not self.closed_loop or recorded else None
+        if recorded and obs.broker_meta and obs.listings is not None:  # an extensible recording's closed loop:
+            listings = self._held_lists(obs, layout)  # its brokers' published top bundles lists
         view = LoadView(obs.tick, obs.ts_ms, alive, vals, usage, limit, tot, num_bundles, compared,
                         observed_writes=writes, apply=self.closed_loop, listings=listings,
                         timer_minute=obs.timer_minute,
                         leader_broker=None if self.closed_loop else obs.leader_broker,
-                        timer_lag_ms=None if self.closed_loop else obs.timer_lag_ms,
-                        recorded=None if self.closed_loop or not obs.broker_meta else obs.broker_meta)
+                        timer_lag_ms=None if self.closed_loop and not recorded else obs.timer_lag_ms,
+                        recorded=self._recorded_load_data(obs, recorded, wmax, limit))
         decisions = self.leader.tick(view, ownership)
         for d in decisions:
             self.seq += 1
@@ -132,6 +134,25 @@ class Replay:
                         max_resource_usage(usage, limit, conf), wmax, self.leader.score(wmax), view.msg_rate,
                         view.msg_throughput, np.bincount(layout.owner[owned], minlength=nb), tot[:, TOPICS], alive)
         return TickResult(bt, decisions, ownership.closed, cal_err)
+
+    @staticmethod
+    def _held_lists(obs: ObservedTick, layout: Layout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The held reports' listings on ``layout``'s rows (-1: a bundle the replay's layout does not have)."""
+        assert obs.listings is not None
+        lb, li, lv = obs.listings
+        row_of = layout.rows()
+        return lb, np.array([row_of.get(obs.bundle_names[i], -1) for i in li.tolist()], dtype=np.int64), lv
+
+    def _recorded_load_data(self, obs: ObservedTick, recorded: bool, wmax: np.ndarray,
+                            limit: np.ndarray) -> dict[str, np.ndarray] | None:
+        """An extensible recording's BrokerLoadData as published (``ObservedTick.broker_meta``): for its audit, and
+        for its closed loop with each broker's modelled change of weighted max usage against the recorded one
+        (``weighted_max_change``: zero while the replay's ownership is the recording's)."""
+        if not obs.broker_meta or (self.closed_loop and not recorded):
+            return None
+        if not self.closed_loop:
+            return obs.broker_meta
+        return {**obs.broker_meta, "weighted_max_change": wmax - weighted_max_usage(obs.usage, limit, self.conf)}
 
     def _warm_up(self, tick: int) -> None:
         """A closed loop replays its lead-in (ticks < 0) as the audit; at its window's first tick it takes over the

@@ -66,9 +66,16 @@ class ExtensibleLeader:
         self.recently_unloaded_brokers: dict[str, int] = {}
         self.last_report_ms: int | None = None
         self.timers = LeaderTimers(conf)  # the UnloadScheduler's timer
+        self.moved: set[int] = set()  # closed loop: brokers a decision moved a bundle from or to
 
     def tick(self, view: LoadView, ownership: Ownership) -> list[Decision]:
-        if view.recorded is not None:
+        if view.recorded is not None and view.apply:  # the closed loop of an extensible recording
+            self._report(view, ownership)  # the top bundles lists of the replay's ownership
+            computed = list(self.top_lists)
+            self._publish_recorded(view, ownership)  # as recorded: BrokerLoadData and top bundles lists
+            self._shift_recorded(view)  # plus the modelled change of each broker's load
+            self._keep_own_lists(view, ownership, computed)
+        elif view.recorded is not None:
             self._publish_recorded(view, ownership)
         else:
             self._report(view, ownership)
@@ -147,6 +154,35 @@ class ExtensibleLeader:
             self.top_lists[b] = [(names[li[i]], [*lv[i, :4].tolist(), float(lv[i, TOPICS]), float(lv[i, SESSIONS]),
                                                  0.0, 0.0]) for i in mine]
 
+    def _keep_own_lists(self, view: LoadView, ownership: Ownership, computed: list[TopBundleList | None]) -> None:
+        """A broker a closed-loop decision moved a bundle from or to, or whose recorded list names a bundle the
+        replay's layout lacks or another broker owns, publishes the list of its own bundles (``TopKBundles``);
+        the others the list they published (its order is the broker's, not recomputed)."""
+        if view.listings is None:
+            return
+        lb, rows, _ = view.listings
+        owner = ownership.layout.owner
+        for b in range(len(self.broker_ids)):
+            mine = rows[lb == b]
+            if b in self.moved or (mine < 0).any() or (owner[mine[mine >= 0]] != b).any():
+                self.top_lists[b] = computed[b]
+
+    def _shift_recorded(self, view: LoadView) -> None:
+        """Closed loop of an extensible recording: each broker's recorded BrokerLoadData moved by the modelled
+        change of its load against the recording (weighted max usage and its EMA; msg rates and throughput are the
+        replay's), so it equals the recorded one while the replay's ownership is the recording's."""
+        rec = view.recorded
+        assert rec is not None
+        w = np.flatnonzero(view.alive & ~np.isnan(rec["updated_at_ms"]))
+        p, change, tot = self.published, rec["weighted_max_change"], view.totals
+        p.weighted_max_ema[w] = np.maximum(p.weighted_max_ema[w] + change[w], 0.0)
+        p.max_resource_usage[w] = np.maximum(p.max_resource_usage[w] + change[w], 0.0)
+        moved = np.abs(change[w]) > 1e-12
+        if moved.any():
+            r = w[moved]
+            p.msg_throughput_in[r], p.msg_throughput_out[r] = tot[r, 0], tot[r, 1]
+            p.msg_rate_in[r], p.msg_rate_out[r] = tot[r, 2], tot[r, 3]
+
     def _context(self, view: LoadView, ownership: Ownership) -> ExtensibleContext:
         layout = ownership.layout
         ids = self.broker_ids
@@ -172,6 +208,7 @@ class ExtensibleLeader:
                 return False
             action = "UNLOAD" if u.destination is None else "TRANSFER"
             if view.apply:
+                self.moved.update(index[b] for b in (u.broker, u.destination) if b in index)
                 ownership.set_owner(row, -1 if u.destination is None else index[u.destination])
                 if u.destination is None:
                     to_assign.append(u.bundle)
@@ -224,5 +261,6 @@ class ExtensibleLeader:
             if broker is None:
                 continue
             ownership.set_owner(row_of[bundle], index[broker])
+            self.moved.add(index[broker])
             out.append(view.decision("ASSIGN", bundle, None, broker, "Assignment", PLACEMENT_STRATEGY))
         return out

@@ -6,10 +6,10 @@ its own ownership, starting from the recorded state (the engine's first tick fol
 recording's bundles join as its brokers first report them: ``Ownership.adopt``), and models each broker's usage
 from the traffic it holds (``load_model``, calibrated on ``broker_load``). Before it runs, it refuses (exit 3) a
 stream without bundles, without a cpu reading to calibrate on, or whose calibration error reaches
-``MAX_CALIBRATION_MAPE``, and an extensible load manager's recording (the brokers' BrokerLoadData under the
-replay's ownership is not modelled from a recording: the audit reads the recorded one); after, a run that
-carried no traffic at any tick while the recorded bundle loads have some is a replay bug (exit 1), not a result.
-"""
+``MAX_CALIBRATION_MAPE``; after, a run that carried no traffic at any tick while the recorded bundle loads have
+some is a replay bug (exit 1), not a result. An extensible recording's closed loop publishes each broker's
+recorded BrokerLoadData moved by the modelled change of its load, and its recorded top bundles list until a
+decision moves one of its bundles (``ExtensibleLeader``)."""
 
 from __future__ import annotations
 
@@ -26,12 +26,6 @@ def require_closed_loop_inputs(manifest: StreamManifest, cluster: str) -> None:
     if not manifest.namespaces:
         raise InvalidInputError(f"table=bundle_load: no rows for cluster {cluster!r}: a closed loop replays the "
                                 "recorded bundle loads (audit with --mode observed)")
-    if manifest.extensible:
-        raise InvalidInputError(
-            f"table=broker_load_data_ext: cluster {cluster!r} is an extensible load manager's recording; its closed "
-            "loop needs each broker's BrokerLoadData (weightedMaxEMA) and top bundles as the broker would publish "
-            "them under the replay's ownership, which lbreplay does not model from a recording yet (it would decide on "
-            "load data no broker published) — audit it with --mode observed")
     if manifest.calibration_mape is None:
         raise InvalidInputError(f"table=broker_load column=cpu_usage: no reading >= {MIN_MEASURED_CPU} % for cluster "
                                 f"{cluster!r}: a closed loop's load model is calibrated on the brokers' usage")
