@@ -203,6 +203,7 @@ def test_read_modular_sample() -> None:
         "leader_election": 0,  # no collect record (collect/metadata-versions.jsonl) in the hand-made sample
         "shedding_run": 0,  # no leader log (leader-decisions.log) either
         "broker_departure": 0,
+        "topic_load": 0,  # no topics polls (collect/admin) either
     }
     assert dump.ticks == 10
     assert sorted({r["broker"] for r in dump.rows["broker_load"]}) == ["broker-1:8080", "broker-2:8080", "broker-3:8080"]
