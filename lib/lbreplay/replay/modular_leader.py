@@ -87,8 +87,9 @@ class ModularLeader:
         write = self._write_reports(view)
         ld = self._leader_view(ownership.layout, view.bundle_values, write, view.alive, view.ts_ms, view.listings)
         writes = int(write.sum())
-        # a broker gone (its znode deleted) notifies the leader as a write does: one more updateAll
-        left = self._alive is not None and bool((self._alive & ~view.alive).any())
+        # a recorded broker gone (its znode deleted) notifies the leader as a write does: one more updateAll (a
+        # generated history keeps its modelled refreshes, at report writes only)
+        left = view.listings is not None and self._alive is not None and bool((self._alive & ~view.alive).any())
         self._alive = view.alive.copy()
         refresh = writes + int(left)
         samples = refresh  # updateAll per notification; the quota task's writeBundleDataOnZooKeeper samples once
