@@ -16,9 +16,14 @@ $(STAMP): setup.cfg pyproject.toml
 
 install: $(STAMP)
 
-# First Spark start: resolves Delta's jars from Maven Central into ~/.cache/lbreplay (once).
-warm: install
+# First Spark start: resolves Delta's jars from Maven Central into ~/.cache/lbreplay and dumps the driver's class
+# archive (once per install: the stamp spares later targets of the same run a Spark start).
+WARM_STAMP := $(VENV)/.warmed
+$(WARM_STAMP): $(STAMP)
 	$(BIN)/python -m lbreplay.warm
+	touch $(WARM_STAMP)
+
+warm: $(WARM_STAMP)
 
 demo: warm
 	$(BIN)/lbreplay demo
