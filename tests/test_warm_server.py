@@ -129,7 +129,7 @@ def test_commands_on_the_warm_server_answer_as_embedded_ones(spark: Any, tiny_la
     done = _run(*REPLAY, "--run-id", "warm", "--lake", lake)
     assert done.returncode == 0, done.stderr[-2000:]
     done = _run("replay", "--cluster", "nosuch", "--config", "threshold-lltmr", "--lake", lake)
-    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "nosuch" in done.stderr, done.stderr
+    assert done.returncode == 2 and _errors(done.stderr).count("\n") == 1 and "nosuch" in done.stderr, done.stderr
     status, now = _run("server", "status", "--lake", lake), warm_server.read_state(warm_server.state_dir(lake))
     assert now is not None and status.stdout.startswith(f"warm server for {lake}: pid {now.pid}, ready, idle ")
 
