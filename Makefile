@@ -55,7 +55,7 @@ test-pulsar: warm
 
 test-pulsar-trimmed: warm
 	PYTHON=$(abspath $(BIN))/python scripts/pulsar/live-test.sh --minutes 7 --work build/pulsar/live-trimmed
-	PYTHON=$(abspath $(BIN))/python scripts/pulsar/live-test.sh --minutes 7 --load-manager extensible \
+	PYTHON=$(abspath $(BIN))/python scripts/pulsar/live-test.sh --minutes 5 --load-manager extensible \
 	  --work build/pulsar/live-extensible-trimmed
 
 # The what-if experiment (issue 33, scripts/pulsar/whatif.sh): one seeded schedule (scripts/pulsar/whatif/) on a real
