@@ -66,19 +66,7 @@ def test_the_closed_loop_of_an_ingested_recording_carries_its_traffic(spark: Any
     ~1e-7 % cpu of each broker's first report)."""
     from pyspark.sql import functions as F
 
-    from lbreplay.lake.ingest import ingest
-    from lbreplay.lake.validation import validate
-    from lbreplay.replay.run_config import resolve_run_config
-    from lbreplay.replay.spark_replay import execute
-
-    sample = next(p for p in SAMPLES if p.name == END_TO_END)
-    cluster = "closed-loop-real"
-    ingest(spark, lake, sample, cluster)
-    assert validate(spark, lake, cluster).passed
-    pulsar, options = resolve_run_config(None, str(sample / "broker.conf"), [])
-    audit, what_if = f"{cluster}-audit", f"{cluster}-what-if"
-    execute(spark, lake, cluster, [(pulsar, {**options, "mode": "observed"}), (pulsar, {**options, "mode": "closed-loop"})],
-            run_ids=[audit, what_if], quiet=True)
+    audit, what_if = _audit_and_what_if(spark, lake, END_TO_END, "closed-loop-real")
     _agree_until_departure(_decisions(spark, lake, audit), _decisions(spark, lake, what_if))
     ticks = spark.read.format("delta").load(f"{lake}/broker_ticks").where(F.col("run_id") == what_if) \
         .agg(F.max("msg_rate"), F.max("num_bundles")).first()
@@ -93,22 +81,28 @@ def test_the_closed_loop_of_an_extensible_recording_transfers_as_its_audit(spark
     """real-extensible-transfer under its broker.conf, both modes: the closed loop publishes the recorded
     BrokerLoadData (moved by the modelled change) and top bundles lists, so its first TransferShedder run makes the
     audit's 7 transfers (before: 7 transfers at tick 29 where the leader made none, on load data it computed)."""
+    audit, what_if = _audit_and_what_if(spark, lake, "real-extensible-transfer", "closed-loop-ext")
+    mine = _decisions(spark, lake, what_if)
+    _agree_until_departure(_decisions(spark, lake, audit), mine)
+    assert [d[1] for d in mine if d[0] == mine[0][0]] == ["TRANSFER"] * 7
+
+
+def _audit_and_what_if(spark: Any, lake: str, sample_name: str, cluster: str) -> tuple[str, str]:
+    """Ingest and validate a committed sample as ``cluster``, replay it in both modes under its broker.conf; the
+    two run ids (audit, what-if)."""
     from lbreplay.lake.ingest import ingest
     from lbreplay.lake.validation import validate
     from lbreplay.replay.run_config import resolve_run_config
     from lbreplay.replay.spark_replay import execute
 
-    sample = next(p for p in SAMPLES if p.name == "real-extensible-transfer")
-    cluster = "closed-loop-ext"
+    sample = next(p for p in SAMPLES if p.name == sample_name)
     ingest(spark, lake, sample, cluster)
     assert validate(spark, lake, cluster).passed
     pulsar, options = resolve_run_config(None, str(sample / "broker.conf"), [])
     audit, what_if = f"{cluster}-audit", f"{cluster}-what-if"
     execute(spark, lake, cluster, [(pulsar, {**options, "mode": "observed"}), (pulsar, {**options, "mode": "closed-loop"})],
             run_ids=[audit, what_if], quiet=True)
-    mine = _decisions(spark, lake, what_if)
-    _agree_until_departure(_decisions(spark, lake, audit), mine)
-    assert [d[1] for d in mine if d[0] == mine[0][0]] == ["TRANSFER"] * 7
+    return audit, what_if
 
 
 def _manifest(**fields: Any) -> StreamManifest:
