@@ -88,5 +88,9 @@ def test_a_what_if_run_shows_its_assumptions_and_confidence_band_in_text_and_htm
     page = verdict_html(v)
     assert 'id="what-if-timeline-what-if"' in page and "confidence band" in page and "lookups not recorded" in page
     assert "± " in page
+    unnamed = RunView("run-1", "closed-loop", {}, m)  # no config name: the run id once
+    assert what_if_text(build_verdict([audit, unnamed], load_objective()), noise)[0] == \
+        "What-if run-1 is a prediction, not a measurement:"
+    assert "<b>run-1</b> is a what-if" in verdict_html(build_verdict([audit, unnamed], load_objective()))
     assert what_if_text(build_verdict([audit], load_objective()), noise) == []
     assert confidence_band(BY_NAME["unloads"], 6.0, {}, 0.1) is None  # no noise measured: a count has no band

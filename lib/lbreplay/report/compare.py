@@ -145,7 +145,8 @@ def what_if_text(v: Verdict, noise: dict[str, float] | None = None) -> list[str]
     noise = noise if noise is not None else (load_noise() if runs else {})
     out = []
     for run in runs:
-        out.append(f"What-if {run.name} ({run.run_id}) is a prediction, not a measurement:")
+        named = run.name if run.name == run.run_id else f"{run.name} ({run.run_id})"
+        out.append(f"What-if {named} is a prediction, not a measurement:")
         out += [f"  - {n}" for n in what_if_notes(run.metrics, v.objective.show, noise)]
     return out
 

@@ -85,8 +85,9 @@ def what_if_html(v: Verdict, noise: dict[str, float] | None = None) -> str:
     out = []
     for run in runs:
         notes = "".join(f"<li>{_esc(n)}</li>" for n in what_if_notes(run.metrics, v.objective.show, noise))
-        out.append(f"<div class=\"what-if\" id=\"what-if-{anchor(run.run_id)}\"><p><b>{_esc(run.name)}</b> "
-                   f"({_esc(run.run_id)}) is a what-if: a prediction, not a measurement.</p><ul>{notes}</ul></div>")
+        rid = "" if run.name == run.run_id else f" ({_esc(run.run_id)})"
+        out.append(f"<div class=\"what-if\" id=\"what-if-{anchor(run.run_id)}\"><p><b>{_esc(run.name)}</b>{rid} "
+                   f"is a what-if: a prediction, not a measurement.</p><ul>{notes}</ul></div>")
     return "\n".join(out)
 
 
