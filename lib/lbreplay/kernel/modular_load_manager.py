@@ -228,8 +228,6 @@ class Shedding:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
-
-
 class ModularLoadManager:
     """``ModularLoadManagerImpl`` on the leader: its strategies, ``LeaderState`` and namespace policies."""
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -279,6 +280,18 @@ def parse_file(path: Path, root: Path, cluster: str, out: DumpRows) -> None:
     )
 
 
+def json_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, record) of each JSON object line of ``collect``'s JSON Lines file ``path``; lines that are not
+    JSON (a blank line, or a record torn by a collector killed mid-write) are skipped, as ``collect`` reads them."""
+    for n, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+        try:
+            rec = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        if isinstance(rec, dict):
+            yield n, rec
+
+
 def leader_elections(root: Path, cluster: str, out: DumpRows, runs_ms: list[int] | None = None) -> None:
     """The leader's elections in ``collect``'s record under ``root`` -> leader_election rows: each version of
     ``/loadbalance/leader`` or ``/loadbalance/extension/leader`` (an ephemeral znode created by the elected broker,
@@ -296,14 +309,9 @@ def leader_elections(root: Path, cluster: str, out: DumpRows, runs_ms: list[int]
         return
     found: list[tuple[int, str, str]] = []  # (ctime, path, broker) of each election, once
     seen: set[int] = set()
-    for n, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
-        try:
-            rec = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            continue  # a blank line, or a record torn by a collector killed mid-write (as collect's own reader)
+    for n, rec in json_records(path):
         where = f"{path}: line {n}"
-        if not isinstance(rec, dict) or rec.get("path") not in (LEADER_PATH, EXTENSION_LEADER_PATH) \
-                or rec.get("event") != "version":
+        if rec.get("path") not in (LEADER_PATH, EXTENSION_LEADER_PATH) or rec.get("event") != "version":
             continue
         ctime, data = rec.get("ctime"), rec.get("data")
         if isinstance(ctime, bool) or not isinstance(ctime, int) or ctime <= 0:
@@ -334,12 +342,8 @@ def broker_departures(root: Path, cluster: str, out: DumpRows) -> None:
     if not path.is_file():
         return
     seen: set[tuple[int, str]] = set()
-    for n, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
-        try:
-            rec = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            continue
-        if not isinstance(rec, dict) or rec.get("event") != "absent":
+    for n, rec in json_records(path):
+        if rec.get("event") != "absent":
             continue
         where = f"{path}: line {n}"
         at, broker = rec.get("at"), rec.get("broker")
@@ -406,12 +410,8 @@ def _topic_polls(root: Path) -> list[tuple[int, str, dict[str, dict[str, Any]]]]
     are not JSON (a collector killed mid-write) are skipped, as ``collect`` reads them."""
     polls = []
     for f in sorted((root / ADMIN_POLLS).glob("*.jsonl")) if (root / ADMIN_POLLS).is_dir() else ():
-        for raw in f.read_bytes().split(b"\n"):
-            try:
-                rec = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                continue
-            if not isinstance(rec, dict) or rec.get("source") != "topics" or rec.get("status") != 200 \
+        for _n, rec in json_records(f):
+            if rec.get("source") != "topics" or rec.get("status") != 200 \
                     or not isinstance(rec.get("body"), dict) or not isinstance(rec.get("at"), int):
                 continue
             topics: dict[str, dict[str, Any]] = {}
