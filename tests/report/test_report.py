@@ -228,6 +228,21 @@ def test_frames_cumulative_unloads_match_decisions_and_metrics(spark: Any, frame
 
 
 @pytest.mark.spark
+def test_prediction_reads_each_runs_metrics_and_spread_per_minute(spark: Any, frames: ReportFrames,
+                                                                   runs: ReplayedRuns) -> None:
+    """``prediction.load_runs_kpis`` (what ``lbreplay prediction`` compares): each run named by its role, its
+    run_metrics as the report reads them, and one spread value per minute of its one-minute ticks, the first the
+    history's 0.234375."""
+    from lbreplay.report.prediction import load_runs_kpis
+
+    got = load_runs_kpis(spark, runs.ids, ["predicted", "real"], "lbreplay")
+    assert [k.name for k in got] == [f"predicted ({runs.ids[0]})", f"real ({runs.ids[1]})"]
+    for k, run_id in zip(got, runs.ids):
+        assert dict(k.metrics) == frames.metrics[run_id] and k.metrics["unloads"] > 0
+        assert len(k.curve) == TICKS and k.curve[0] == pytest.approx(0.234375, abs=1e-6)
+
+
+@pytest.mark.spark
 def test_frames_downsample_lines_and_thin_moves(spark: Any, frames: ReportFrames, runs: ReplayedRuns) -> None:
     """max_points=7 over 30 ticks: buckets of ceil(30 / 7) = 5 ticks, 6 points per line, each at its first tick's
     ts with the mean of its ticks (cumulative counts: the bucket's last value), checked against the full-resolution

@@ -13,13 +13,10 @@ from lbreplay.report.verdict import RunView, Verdict, build_verdict, choose_base
 
 def load_views(spark: Any, run_ids: list[str], database: str = DATABASE) -> list[RunView]:
     """The runs (checked: known, succeeded) with their run_metrics, in the order given."""
-    from lbreplay.report.frames import load_runs
+    from lbreplay.report.frames import load_run_metrics, load_runs
 
     infos = load_runs(spark, run_ids, database)
-    ids = ", ".join("'" + r.replace("'", "''") + "'" for r in run_ids)
-    metrics: dict[str, dict[str, float | None]] = {r: {} for r in run_ids}
-    for row in spark.sql(f"SELECT run_id, metric, value FROM {database}.run_metrics WHERE run_id IN ({ids})").collect():
-        metrics[row["run_id"]][row["metric"]] = row["value"]
+    metrics = load_run_metrics(spark, run_ids, database)
     return [RunView(i.run_id, i.mode, i.config, metrics[i.run_id], given_name=i.given_name) for i in infos]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +87,15 @@ def _effective(config: dict[str, Any]) -> tuple[str, str, str]:
                 short_class(str(config.get("loadBalancerLoadPlacementStrategy", "?"))), str(config.get("pulsarVersion", "?")))
     return (short_class(conf["loadBalancerLoadSheddingStrategy"]), short_class(conf["loadBalancerLoadPlacementStrategy"]),
             str(conf["pulsarVersion"]))
+
+
+def load_run_metrics(spark: Any, run_ids: Sequence[str], database: str = DATABASE) -> dict[str, dict[str, float | None]]:
+    """The runs' ``run_metrics`` as run id -> metric -> value (a run without rows: an empty dict)."""
+    metrics: dict[str, dict[str, float | None]] = {r: {} for r in run_ids}
+    for row in spark.sql(f"SELECT run_id, metric, value FROM {database}.run_metrics "
+                         f"WHERE run_id IN {_in_list(list(run_ids))}").collect():
+        metrics[row["run_id"]][row["metric"]] = row["value"]
+    return metrics
 
 
 def load_runs(spark: Any, run_ids: list[str], database: str = DATABASE) -> list[RunInfo]:
@@ -196,20 +206,19 @@ def load_frames(
     )
     dec = spark.table(f"{database}.decisions").where(f"run_id IN {ids}")
     try:
-        return _collect(spark, runs, run_ids, ids, widths, bt, dec, max_points, max_moves, database)
+        return _collect(spark, runs, run_ids, widths, bt, dec, max_points, max_moves, database)
     finally:
         bt.unpersist()
 
 
-def _collect(spark: Any, runs: list[RunInfo], run_ids: list[str], ids: str, widths: Any, bt: Any, dec: Any,
+def _collect(spark: Any, runs: list[RunInfo], run_ids: list[str], widths: Any, bt: Any, dec: Any,
              max_points: int, max_moves: int, database: str) -> ReportFrames:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    metrics: dict[str, dict[str, float | None]] = {r: {} for r in run_ids}
-    for row in spark.table(f"{database}.run_metrics").where(f"run_id IN {ids}").collect():
-        v = row["value"]
-        metrics[row["run_id"]][row["metric"]] = None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+    metrics = {r: {m: None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+                   for m, v in by_metric.items()}
+               for r, by_metric in load_run_metrics(spark, run_ids, database).items()}
 
     per_broker = (
         _bucketed(bt.where(F.col("alive")), widths)

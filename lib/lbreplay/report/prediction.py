@@ -287,13 +287,11 @@ def what_if_notes(metrics: Mapping[str, float | None], shown: Sequence[Kpi], noi
 
 def load_runs_kpis(spark: Any, run_ids: Sequence[str], names: Sequence[str], database: str) -> list[RunKpis]:
     """The runs' KPIs (run_metrics) and spread per minute (broker_ticks over alive brokers) from the lake."""
-    from lbreplay.report.frames import load_runs
+    from lbreplay.report.frames import load_run_metrics, load_runs
 
     load_runs(spark, list(run_ids), database)  # known and succeeded, else a one-line error naming the run
+    metrics = load_run_metrics(spark, run_ids, database)
     ids = ", ".join("'" + r.replace("'", "''") + "'" for r in run_ids)
-    metrics: dict[str, dict[str, float | None]] = {r: {} for r in run_ids}
-    for row in spark.sql(f"SELECT run_id, metric, value FROM {database}.run_metrics WHERE run_id IN ({ids})").collect():
-        metrics[row["run_id"]][row["metric"]] = row["value"]
     per_tick = spark.sql(
         f"SELECT run_id, unix_millis(ts) AS ms, max(weighted_max_usage) - min(weighted_max_usage) AS spread "
         f"FROM {database}.broker_ticks WHERE run_id IN ({ids}) AND alive GROUP BY run_id, ts").collect()
