@@ -62,3 +62,38 @@ def test_view_at_each_shedding_time(tmp_path: Path) -> None:
 def test_shedding_phase_is_the_median_phase() -> None:
     assert shedding_phase_ms([M0 + 31_118, M0 + 60_000 + 31_120, M0 + 180_000 + 31_200]) == 31_120
     assert shedding_phase_ms([]) == 30_000
+
+
+def test_view_at_each_run_start_leaves_out_reports_written_during_the_run(tmp_path: Path) -> None:
+    """``ModularLoadManagerImpl.doLoadShedding`` reads ``LoadData`` as ``updateAll`` (another thread, not
+    synchronized with it) left it when the run started: a report written 200 ms after the run's start is not in that
+    run's view (CI, 2026-11-28: B's report written 207 ms after the timer minute, 7 ms after the run began, was in
+    the audit's view at the decisions' median phase and made it unload what the leader did not)."""
+    dump = tmp_path / "dump"
+    log = JsonLines(dump / "collect" / "metadata-versions.jsonl")
+    record(dump, log, A, M0 + 10_000, 0, {P: 300.0})
+    record(dump, log, B, M0 + 52_000, 0, {X: 5.0})
+    record(dump, log, B, M0 + 60_000 + 52_743, 1, {X: 6.0})  # written during minute 1's run (started :52.536)
+    log.close()
+    view = tmp_path / "view"
+    starts = [M0 + 52_536, M0 + 60_000 + 52_536, M0 + 120_000 + 52_700]
+    stats = write_leader_view(dump, view, phase_ms=53_000, times_ms=starts)
+    assert stats.ticks == 3
+    rows = read_dumps(view, "v").rows
+    b_versions = {int(r["ts"].timestamp() * 1000) - M0: r["cpu_usage"] for r in rows["broker_load"]
+                  if r["broker"] == B}
+    # B's version 1 only from the run after it was written; at the decisions' median phase (:53) it would be in
+    # minute 1's view already
+    assert sorted(b_versions) == [52_536, 112_536, 172_700]
+    assert b_versions[52_536] == b_versions[112_536] != b_versions[172_700]
+    assert write_leader_view(dump, tmp_path / "phase", phase_ms=53_000).ticks == 2
+    phase_rows = read_dumps(tmp_path / "phase", "p").rows["broker_load"]
+    at_phase = {int(r["ts"].timestamp() * 1000) - M0: r["cpu_usage"] for r in phase_rows if r["broker"] == B}
+    assert at_phase == {53_000: b_versions[52_536], 113_000: b_versions[172_700]}
+
+
+def test_run_starts_are_the_logged_runs_else_the_timer_minutes() -> None:
+    from lbreplay.live_audit.audit_check import run_starts
+
+    ticks = [M0, M0 + 60_000, M0 + 120_000]
+    assert run_starts(ticks, [M0 + 180, M0 + 120_000 + 250, M0 + 400_000]) == [M0 + 180, M0 + 60_000, M0 + 120_250]

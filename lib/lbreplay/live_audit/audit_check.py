@@ -30,7 +30,7 @@ from lbreplay.collect.leader_log import (
     shedding_views,
     transfer_views,
 )
-from lbreplay.kernel.leader_election import LOGGED_RUN_WITHIN_MS, runs_at, timer_minutes
+from lbreplay.kernel.leader_election import LOGGED_RUN_WITHIN_MS, at_logged_runs, runs_at, timer_minutes
 from lbreplay.live_audit.comparison import Comparison, compare
 from lbreplay.live_audit.leader_view import (
     held_at,
@@ -198,11 +198,12 @@ def run_lags(audit: list[int], elections: list[int], leader: list[int]) -> list[
     return out
 
 
-def shedding_timer_check(dump: Path, rows: dict[str, list[dict[str, Any]]], broker_conf: Path | None) -> dict[str, Any]:
-    """The leader's shedding runs (its log) against the audit's: the timer minutes of the recorded election
-    (``kernel.leader_election``) at the shedding interval, between the first and the last report version. A run is
-    on the timer when it falls less than 30 s after a tick and its lag moved by at most ``RUN_STEP_MS`` since the
-    election's previous run (one run's duration)."""
+def _shedding_timer(dump: Path, rows: dict[str, list[dict[str, Any]]], broker_conf: Path | None
+                    ) -> tuple[list[int], list[int], list[int], list[str], tuple[int, int]] | None:
+    """(the audit's timer ticks, the leader's logged runs, the recorded elections, the log's lines, the reports'
+    first and last time), or None without reports or a leader log: the timer minutes of the recorded election
+    (``kernel.leader_election``) at the shedding interval (``loadBalancerSheddingIntervalMinutes`` of the audit's
+    keys), between the first and the last report version."""
     from datetime import datetime, timedelta, timezone
 
     from lbreplay.kernel.config import PulsarConfig
@@ -219,11 +220,29 @@ def shedding_timer_check(dump: Path, rows: dict[str, list[dict[str, Any]]], brok
     elections = sorted(ms(r["ts"]) for r in rows.get("leader_election", []))
     log = dump / "leader-decisions.log"
     if not reports or not log.exists():
-        return {"leader": 0, "audit": 0}
+        return None
     first, last = min(reports), max(reports)
     audit = [t for t, minute in timer_minutes(elections, first, last) if runs_at(minute, interval)]
     lines = log.read_text(encoding="utf-8").splitlines()
     leader = [t for t in shedding_runs(lines) if first <= t <= last]
+    return audit, leader, elections, lines, (first, last)
+
+
+def run_starts(audit: list[int], leader: list[int]) -> list[int]:
+    """When each of the audit's timer ticks' shedding run started: its logged run (its first line), else the tick
+    itself (``leader_election.at_logged_runs``)."""
+    return [t for t, _minute, _lag in at_logged_runs(((s, 0) for s in audit), leader)]
+
+
+def shedding_timer_check(dump: Path, rows: dict[str, list[dict[str, Any]]], broker_conf: Path | None) -> dict[str, Any]:
+    """The leader's shedding runs (its log) against the audit's: the timer minutes of the recorded election
+    (``kernel.leader_election``) at the shedding interval, between the first and the last report version. A run is
+    on the timer when it falls less than 30 s after a tick and its lag moved by at most ``RUN_STEP_MS`` since the
+    election's previous run (one run's duration)."""
+    timer = _shedding_timer(dump, rows, broker_conf)
+    if timer is None:
+        return {"leader": 0, "audit": 0}
+    audit, leader, elections, lines, (first, last) = timer
     lags = run_lags(audit, elections, leader)
     views = [(t, b, pct) for t, b, pct in shedding_views(lines) if first <= t <= last]
     versions = _reports(dump)
@@ -337,11 +356,15 @@ def check(dump: Path, work: Path, cluster: str, broker_conf: Path | None, spark:
         view = work / "leader-view"
         shutil.rmtree(view, ignore_errors=True)
         phase = shedding_phase_ms([d.at_ms for d in leader])
-        stats = write_leader_view(dump, view, phase)
+        timer = _shedding_timer(dump, dumped.rows, broker_conf)
+        starts = run_starts(timer[0], timer[1]) if timer is not None and timer[0] else None
+        stats = write_leader_view(dump, view, phase, times_ms=starts)
         audited = f"{cluster}-leader-view"
         vd = ingest(spark, lake, view, audited)
         vv = validate(spark, lake, audited)
-        report["leader_view"] = {"phase_ms": phase, "ticks": stats.ticks, "rows": {k: len(v) for k, v in vd.rows.items()},
+        report["leader_view"] = {"phase_ms": None if starts else phase,
+                                 "at": "each shedding run's start" if starts else "the decisions' median phase",
+                                 "ticks": stats.ticks, "rows": {k: len(v) for k, v in vd.rows.items()},
                                  "stale_claims_dropped": len(stats.stale_claims_dropped),
                                  "stale_claims": stats.stale_claims_dropped[:50],
                                  "validation_passed": vv.passed, "validation": vv.details()}

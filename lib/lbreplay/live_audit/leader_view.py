@@ -2,8 +2,12 @@
 
 ``ModularLoadManagerImpl`` sheds and splits on its in-memory ``LoadData``: for each broker the latest
 ``/loadbalance/brokers/<broker>`` version it has read, for each bundle the latest ``BundleData``. Pulsar's
-shedding task runs at a fixed rate (``loadBalancerSheddingIntervalMinutes``) from the moment the broker became
-leader, so all its cycles share one phase within the minute; the decisions in the leader's log give it.
+shedding task runs every ``loadBalancerSheddingIntervalMinutes`` from the moment the broker became leader (its
+timer minutes), each run a little after its minute (``LoadSheddingTask`` re-schedules itself after each run). A run
+reads ``LoadData`` as ``updateAll`` left it when the run started: reports written while the run is under way reach
+it through ``updateAll`` on another thread (not synchronized with ``doLoadShedding``), too late for the strategy.
+So the view is taken at each run's start -- its first logged line where the log shows one, else its timer minute --
+and, without a recorded election, at the median phase of the leader's decisions.
 
 :func:`write_leader_view` writes, for each minute of the recording, the versions held at that minute's shedding
 time, each broker report stamped with that time (its own ``lastUpdate`` kept in ``recordedLastUpdate``), so the
@@ -17,6 +21,7 @@ claims are returned so a comparison can say what it changed.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,8 +123,10 @@ def _split_name(bundle: str) -> tuple[str, tuple[int | None, int | None]]:
 
 
 def write_leader_view(dump: Path, out: Path, phase_ms: int, first_ms: int | None = None,
-                      last_ms: int | None = None) -> ViewStats:
-    """Write the leader's view at ``minute + phase_ms`` for every minute of the recording (see module doc)."""
+                      last_ms: int | None = None, times_ms: Sequence[int] | None = None) -> ViewStats:
+    """Write the leader's view at each of ``times_ms`` (the shedding runs' starts: each timer minute of the recorded
+    election, at its logged run where the log shows one), or, without them, at ``minute + phase_ms`` for every
+    minute of the recording (see module doc)."""
     brokers = recorded_versions(dump, "brokers")
     bundle_data = recorded_versions(dump, "bundle-data")
     tabd = recorded_versions(dump, "broker-time-average")
@@ -130,8 +137,9 @@ def write_leader_view(dump: Path, out: Path, phase_ms: int, first_ms: int | None
     start = (first_ms if first_ms is not None else min(all_times)) // 60_000 * 60_000
     end = (last_ms if last_ms is not None else max(all_times)) // 60_000 * 60_000
     stats = ViewStats()
-    for minute in range(start, end + 60_000, 60_000):
-        t = minute + phase_ms
+    views = (sorted(times_ms) if times_ms is not None
+             else [minute + phase_ms for minute in range(start, end + 60_000, 60_000)])
+    for t in views:
         docs: dict[str, tuple[Version, dict[str, Any]]] = {}
         for broker, versions in brokers.items():
             v = held_at(versions, t)
