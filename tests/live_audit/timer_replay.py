@@ -1,4 +1,5 @@
-"""The audit's engine over a committed recording's report versions, on its recorded election's timer (no Spark):
+"""The audit's engine over a committed recording's report versions, on its recorded election's timer, the brokers that
+left dropped at their recorded departure (``tick_stream.leader_held_view``, no Spark):
 what ``replay --mode observed --broker-conf <the recording's broker.conf>`` decides, tick by tick, on the Pulsar line
 the recording's brokers report (``lake.recorded_line``, as the command chooses it)."""
 
@@ -22,8 +23,9 @@ def replay_on_the_timer(sample: Path, namespaces: list[str], with_leader: bool =
     from lbreplay.replay.engine import Replay
     from lbreplay.replay.load_model import CpuCalibration
     from lbreplay.replay.records import RunSpec, StaticInputs
-    from lbreplay.replay.tick_stream import held_reports, with_leader_timer
+    from lbreplay.replay.tick_stream import leader_held_view
     from tests.live_audit.test_real_sample import _version_ticks
+    from tests.replay.recording import recorded_departures
 
     conf = typed_overrides(parse_broker_conf((sample / "broker.conf").read_text(encoding="utf-8")), path="broker.conf")
     rows = read_dumps(sample, sample.name).rows
@@ -35,8 +37,10 @@ def replay_on_the_timer(sample: Path, namespaces: list[str], with_leader: bool =
     hold = (int(replay.conf["loadBalancerReportUpdateMaxIntervalMinutes"]) + 1) * 60_000
     elected = sorted((int(r["ts"].timestamp() * 1000), r["broker"]) for r in rows["leader_election"])
     runs = sorted(int(r["ts"].timestamp() * 1000) for r in rows["shedding_run"]) if logged_runs else None
-    ticks = list(with_leader_timer(held_reports(iter(_version_ticks(brokers, ids)), len(ids), hold),
-                                   [t for t, _ in elected], [b for _, b in elected] if with_leader else None, runs))
+    ticks = list(leader_held_view(iter(_version_ticks(brokers, ids)), len(ids), hold,
+                                  elections_ms=[t for t, _ in elected],
+                                  leader_brokers=[b for _, b in elected] if with_leader else None, runs_ms=runs,
+                                  departures=recorded_departures(rows, ids)))
     return ticks, [d for obs in ticks for d in replay.step(obs).decisions]
 
 

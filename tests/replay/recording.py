@@ -1,6 +1,7 @@
 """A committed recording's tick stream without Spark: ``ingest``'s rows (``read_dumps``) as the tick stream holds
 them (one tick per report-version time, each holding the versions written then), the leader's held view
-(``held_reports``) on its recorded election's timer (``with_leader_timer``), replayed by the engine in either mode."""
+(``tick_stream.leader_held_view``: held reports, its recorded election's timer, the brokers that left dropped),
+replayed by the engine in either mode."""
 
 from __future__ import annotations
 
@@ -87,7 +88,7 @@ def replay_results(sample: Path, mode: str, broker_conf: Path | None = None,
     from lbreplay.replay.engine import Replay
     from lbreplay.replay.load_model import CpuCalibration, bandwidth_per_byte
     from lbreplay.replay.records import RunSpec, StaticInputs
-    from lbreplay.replay.tick_stream import held_reports, with_leader_timer
+    from lbreplay.replay.tick_stream import leader_held_view
 
     rows = read_dumps(sample, sample.name).rows
     ids = sorted({r["broker"] for r in rows["broker_load"]})
@@ -114,7 +115,14 @@ def replay_results(sample: Path, mode: str, broker_conf: Path | None = None,
     hold = (int(replay.conf["loadBalancerReportUpdateMaxIntervalMinutes"]) + 1) * 60_000
     elected = sorted((_ms(r["ts"]), r["broker"]) for r in rows["leader_election"])
     runs = sorted(_ms(r["ts"]) for r in rows["shedding_run"])
-    ticks = held_reports(iter(version_ticks(rows, ids, namespaces)), len(ids), hold)
-    if elected:
-        ticks = with_leader_timer(ticks, [t for t, _ in elected], [b for _, b in elected], runs)
+    ticks = leader_held_view(iter(version_ticks(rows, ids, namespaces)), len(ids), hold,
+                             elections_ms=[t for t, _ in elected], leader_brokers=[b for _, b in elected],
+                             runs_ms=runs, departures=recorded_departures(rows, ids))
     return ids, [replay.step(obs) for obs in ticks]
+
+
+def recorded_departures(rows: dict[str, list[dict[str, Any]]], ids: list[str]) -> list[list[int]] | None:
+    """The recording's ``broker_departure`` rows as the replay's stream holds them (``tick_stream.departure_rows``)."""
+    from lbreplay.replay.tick_stream import departure_rows
+
+    return departure_rows(((_ms(r["ts"]), r["broker"]) for r in rows.get("broker_departure", ())), ids)

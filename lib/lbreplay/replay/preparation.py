@@ -57,6 +57,7 @@ from lbreplay.replay.stream_manifest import (
     STREAM_FORMAT,
     StreamManifest,
 )
+from lbreplay.replay.tick_stream import departure_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -418,11 +419,9 @@ def broker_departures(spark: SparkSession, lake: str, cluster: str, versions: di
     if BROKER_DEPARTURE.name not in versions:
         return None
     before_end = TimeWindow(None, window.end) if window is not None and window.end is not None else None
-    row = {b: i for i, b in enumerate(brokers)}
-    found = sorted((int(r[0]), row[r[1]]) for r in read_pinned(
-        spark, lake, BROKER_DEPARTURE.name, versions, cluster, before_end).select(F.unix_millis("ts"), "broker")
-        .collect() if r[1] in row)
-    return [list(p) for p in found] or None
+    rows = read_pinned(spark, lake, BROKER_DEPARTURE.name, versions, cluster, before_end).select(
+        F.unix_millis("ts"), "broker").collect()
+    return departure_rows(((int(r[0]), str(r[1])) for r in rows), brokers)
 
 
 def write_stored_bundle_data(spark: SparkSession, lake: str, cluster: str, versions: dict[str, int],

@@ -11,7 +11,7 @@ import dataclasses
 import heapq
 import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -131,13 +131,33 @@ def ticks_from_stream(manifest: StreamManifest, hold_ms: int | None = None) -> I
     """The observed ticks of a prepared stream, in time order: the broker part defines the ticks; the bundle
     and topic parts join it on ``ts_ms`` (a tick they lack has no bundles / topics). A stream of report versions
     (``manifest.versioned``) is turned into the leader's held view (:func:`held_reports`)."""
-    ticks = _stream_ticks(manifest)
-    out = held_reports(ticks, len(manifest.broker_ids), hold_ms) if manifest.versioned else ticks
-    if manifest.leader_elections:
-        out = with_leader_timer(out, manifest.leader_elections, manifest.leader_brokers, manifest.shedding_runs)
-    if manifest.departures:
-        out = without_departed(out, manifest.departures)
+    out = leader_held_view(_stream_ticks(manifest), len(manifest.broker_ids), hold_ms, versioned=manifest.versioned,
+                           elections_ms=manifest.leader_elections, leader_brokers=manifest.leader_brokers,
+                           runs_ms=manifest.shedding_runs, departures=manifest.departures)
     return _numbered_from_window(out, manifest.lead_in_ticks) if manifest.lead_in_ticks else out
+
+
+def leader_held_view(ticks: Iterator[ObservedTick], nb: int, hold_ms: int | None, *, versioned: bool = True,
+                     elections_ms: list[int] | None = None, leader_brokers: list[str] | None = None,
+                     runs_ms: list[int] | None = None, departures: list[list[int]] | None = None
+                     ) -> Iterator[ObservedTick]:
+    """What the leader holds at each tick of a recording's stream, the one composition every replay of a recording
+    uses: report versions held (:func:`held_reports`), the elected leader's timer ticks (:func:`with_leader_timer`),
+    then the brokers that left dropped (:func:`without_departed`)."""
+    out = held_reports(ticks, nb, hold_ms) if versioned else ticks
+    if elections_ms:
+        out = with_leader_timer(out, elections_ms, leader_brokers, runs_ms)
+    if departures:
+        out = without_departed(out, departures)
+    return out
+
+
+def departure_rows(departures: Iterable[tuple[int, str]], brokers: list[str]) -> list[list[int]] | None:
+    """``broker_departure`` rows (epoch ms, broker id) as [ms, broker row] pairs in time order; a broker outside
+    ``brokers`` left before any report (nothing to drop); None without any."""
+    row = {b: i for i, b in enumerate(brokers)}
+    found = sorted({(int(ms), row[b]) for ms, b in departures if b in row})
+    return [list(p) for p in found] or None
 
 
 def with_leader_timer(ticks: Iterator[ObservedTick], elections_ms: list[int], leader_brokers: list[str] | None = None,
