@@ -69,3 +69,29 @@ def test_counting_the_ticks_at_logged_runs(elected: int, n: int, lags: list[int]
     ticks = [t for t, _m, _lag in at_logged_runs(timer_minutes([elected], first, last + MINUTE_MS), runs)]
     assert ticks == sorted(ticks)
     assert count_timer_minutes([elected], first, last, runs) == sum(1 for t in ticks if t <= last)
+
+
+def test_a_run_reads_the_reports_its_strategy_printed() -> None:
+    """CI, 2026-11-28 (the trimmed live run): broker C wrote a report a few ms before the leader's 13:43 run's
+    lines, but ThresholdShedder printed C's previous report ("broker is not overloaded" prints the report it read):
+    ``updateAll`` (another thread, not synchronized with ``doLoadShedding``) had not applied the write yet. The run
+    read at the latest time every printed report is the one held: 1 ms before C's newer write. A run whose prints
+    are the latest reports, or that printed a report never written, keeps its logged time (None)."""
+    from lbreplay.kernel.leader_election import run_read_times
+
+    old, new, other = {"cpu": "7.10"}, {"cpu": "9.40"}, {"cpu": "3.00"}
+    versions = {"A": [(1_000, other)], "C": [(52_000, old), (112_600, new)]}
+    runs = [52_500, 112_700, 172_700]
+    views = [(52_510, "A", other), (52_511, "C", old),  # run 1: what it held
+             (112_710, "A", other), (112_712, "C", old),  # run 2: C's previous report, its newer one 112 ms before
+             (172_710, "C", {"cpu": "1.23"})]  # run 3: a print no report has
+    assert run_read_times(runs, views, versions) == [None, 112_599, None]
+    assert run_read_times(runs, [], versions) == [None, None, None]
+
+
+def test_a_timer_minute_at_its_logged_run_or_at_what_it_read() -> None:
+    from lbreplay.kernel.leader_election import at_logged_runs
+
+    minutes = [(60_000, 1), (120_000, 2)]
+    assert list(at_logged_runs(iter(minutes), [60_066, 120_296], [None, 119_950])) == [
+        (60_066, 1, 66), (119_950, 2, 296)]  # the lag stays the run's

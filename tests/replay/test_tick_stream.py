@@ -239,3 +239,15 @@ def test_bundle_part_ticks_reuse_the_order_only_for_the_same_rows(tmp_path: Path
         assert names == sorted(listed)
         assert owners.tolist() == want
         assert vals[:, 0].tolist() == [float(ts + k) for k in want]
+
+
+def test_a_timer_tick_holds_what_its_run_read_when_its_strategy_printed_an_older_report() -> None:
+    """Broker 0 wrote at 102.3 s and the run's lines start at 102.4 s, but its strategy printed broker 0's 27 s
+    report (``shedding_run.read_at`` = 102.299 s): the tick is at that time and holds the older report."""
+    from lbreplay.replay.tick_stream import with_leader_timer
+
+    stream = [_version(0, 27_000, 0, {A: 1.0}), _version(1, 102_300, 0, {A: 5.0}), _version(2, 200_000, 1, {B: 4.0})]
+    out = list(with_leader_timer(held_reports(iter(stream), 3), [42_000], ["b:8080"], [102_400], [102_299]))
+    assert [(t.ts_ms, t.timer_minute, t.timer_lag_ms) for t in out] == [
+        (27_000, 0, None), (102_299, 1, 400), (102_300, 0, None), (162_000, 2, None), (200_000, 0, None)]
+    assert out[1].bundle_values[:, 2].tolist() == [1.0]  # the report the run printed, not the one 100 ms before it

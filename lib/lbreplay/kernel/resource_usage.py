@@ -5,6 +5,8 @@ Resource columns are always in Pulsar's order: cpu, memory, directMemory, bandwi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from lbreplay.kernel.config import PulsarConfig
@@ -50,3 +52,17 @@ def overload_check_usage(usage: np.ndarray, limit: np.ndarray, conf: PulsarConfi
     if profile_for(conf["pulsarVersion"]).overload_checks_weighted:
         return weighted_max_usage(usage, limit, conf)
     return max_resource_usage(usage, limit, conf)
+
+
+def java_2f(value: float) -> str:
+    """Java's ``String.format("%.2f", double)``: the shortest decimal of the double, rounded half up."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    return str(Decimal(repr(float(value))).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
+
+
+def printed_resource_usage(usage: Sequence[float] | np.ndarray, limit: Sequence[float] | np.ndarray) -> dict[str, str]:
+    """``LocalBrokerData.printResourceUsage()`` of one report: each resource's ``percentUsage()`` (float32) as
+    ``%.2f`` prints it, by resource name (the strategies' DEBUG lines print it)."""
+    pct = percent_usage(np.asarray(usage).reshape(5), np.asarray(limit).reshape(5))
+    return {r: java_2f(float(p)) for r, p in zip(RESOURCES, pct)}

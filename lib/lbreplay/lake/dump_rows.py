@@ -13,11 +13,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from lbreplay.collect.leader_log import shedding_runs
+from lbreplay.collect.leader_log import shedding_runs, shedding_views
 from lbreplay.errors import InvalidInputError
 from lbreplay.kernel.json_readers import JsonObject, child
-from lbreplay.kernel.leader_election import MINUTE_MS
+from lbreplay.kernel.leader_election import MINUTE_MS, run_read_times
 from lbreplay.kernel.naming import bundle_bounds, split_bundle_name
+from lbreplay.kernel.resource_usage import printed_resource_usage
 from lbreplay.lake.dump_tables import (
     BROKER_DEPARTURE,
     BROKER_LOAD_DATA_EXT,
@@ -371,15 +372,35 @@ def load_data_tombstones(root: Path, cluster: str, out: DumpRows) -> None:
         out.rows[BROKER_LOAD_DATA_EXT.name].append({"cluster": cluster, "ts": tick_of(int(f.stem)), "broker": broker})
 
 
-def shedding_run_rows(runs_ms: list[int], cluster: str, out: DumpRows) -> None:
-    """The leader's shedding runs in the dump's ``leader-decisions.log`` (:func:`logged_runs`) -> shedding_run rows."""
-    out.rows[SHEDDING_RUN.name].extend({"cluster": cluster, "ts": tick_of(t)} for t in runs_ms)
+def shedding_run_rows(runs_ms: list[int], cluster: str, out: DumpRows, root: Path | None = None) -> None:
+    """The leader's shedding runs in the dump's ``leader-decisions.log`` (:func:`logged_runs`) -> shedding_run rows;
+    ``read_at`` where the reports a run's strategy printed are older than those written before its lines
+    (``kernel.leader_election.run_read_times``, against the dump's ``broker_load`` rows: call after them)."""
+    lines = _leader_log_lines(root) if root is not None else []
+    versions: dict[str, list[tuple[int, dict[str, str]]]] = {}
+    for r in out.rows[BROKER_LOAD.name] if lines else ():
+        usage = [r.get(f"{c}_usage") or 0.0 for c in RESOURCES]
+        limit = [r.get(f"{c}_limit") or 0.0 for c in RESOURCES]
+        versions.setdefault(r["broker"], []).append((_epoch_ms(r["ts"]), printed_resource_usage(usage, limit)))
+    for v in versions.values():
+        v.sort(key=lambda x: x[0])
+    reads = run_read_times(runs_ms, shedding_views(lines), versions) if lines else [None] * len(runs_ms)
+    out.rows[SHEDDING_RUN.name].extend({"cluster": cluster, "ts": tick_of(t), "read_at": None if r is None else tick_of(r)}
+                                       for t, r in zip(runs_ms, reads))
+
+
+def _epoch_ms(ts: datetime) -> int:
+    return int(ts.timestamp()) * 1000 + ts.microsecond // 1000
+
+
+def _leader_log_lines(root: Path) -> list[str]:
+    log = root / LEADER_LOG
+    return log.read_text(encoding="utf-8", errors="replace").splitlines() if log.is_file() else []
 
 
 def logged_runs(root: Path) -> list[int]:
     """When the leader's shedding task ran, from the dump's leader log (empty without one)."""
-    log = root / LEADER_LOG
-    return shedding_runs(log.read_text(encoding="utf-8", errors="replace").splitlines()) if log.is_file() else []
+    return shedding_runs(_leader_log_lines(root))
 
 
 def timer_start(elected_ms: int, runs_ms: list[int], until_ms: int | None = None) -> int:

@@ -130,7 +130,7 @@ def read_dumps(source: str | Path, cluster: str) -> DumpRows:
             f"({first[EXTENSIBLE_FAMILY]}); a cluster runs one load manager: ingest each tree as its own --cluster")
     runs = logged_runs(root)  # the leader's log, read once: its runs time the timer and the audit's ticks
     leader_elections(root, cluster, out, runs)
-    shedding_run_rows(runs, cluster, out)
+    shedding_run_rows(runs, cluster, out, root)  # after the reports: a run's printed reports are among them
     load_data_tombstones(root, cluster, out)
     topic_stats_rows(root, cluster, out)  # after the reports: topics are stamped at their times
     broker_departures(root, cluster, out)

@@ -30,7 +30,15 @@ from lbreplay.collect.leader_log import (
     shedding_views,
     transfer_views,
 )
-from lbreplay.kernel.leader_election import LOGGED_RUN_WITHIN_MS, at_logged_runs, runs_at, timer_minutes
+from lbreplay.kernel.leader_election import (
+    LOGGED_RUN_WITHIN_MS,
+    at_logged_runs,
+    run_read_times,
+    runs_at,
+    timer_minutes,
+)
+from lbreplay.kernel.resource_usage import RESOURCES, java_2f
+from lbreplay.kernel.resource_usage import printed_resource_usage as print_usage
 from lbreplay.live_audit.comparison import Comparison, compare
 from lbreplay.live_audit.leader_view import (
     held_at,
@@ -228,12 +236,6 @@ def _shedding_timer(dump: Path, rows: dict[str, list[dict[str, Any]]], broker_co
     return audit, leader, elections, lines, (first, last)
 
 
-def run_starts(audit: list[int], leader: list[int]) -> list[int]:
-    """When each of the audit's timer ticks' shedding run started: its logged run (its first line), else the tick
-    itself (``leader_election.at_logged_runs``)."""
-    return [t for t, _minute, _lag in at_logged_runs(((s, 0) for s in audit), leader)]
-
-
 def shedding_timer_check(dump: Path, rows: dict[str, list[dict[str, Any]]], broker_conf: Path | None) -> dict[str, Any]:
     """The leader's shedding runs (its log) against the audit's: the timer minutes of the recorded election
     (``kernel.leader_election``) at the shedding interval, between the first and the last report version. A run is
@@ -300,24 +302,49 @@ def load_stats(loads: dict[str, float]) -> tuple[dict[str, str], list[str]]:
     return {k: java_2f(v) for k, v in values.items()}, sorted(loads, key=lambda b: loads[b])
 
 
-def java_2f(value: float) -> str:
-    """Java's ``%.2f``: the shortest decimal of the double, rounded half up."""
-    from decimal import ROUND_HALF_UP, Decimal
-
-    return str(Decimal(repr(float(value))).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
-
-
 def printed_resource_usage(report: dict[str, Any]) -> dict[str, str]:
-    """``LocalBrokerData.printResourceUsage()`` of a report: ``ResourceUsage.percentUsage()`` (float arithmetic)
-    of each resource, as Java's ``%.2f`` prints it (the shortest decimal of the value, rounded half up)."""
-    import numpy as np
+    """``LocalBrokerData.printResourceUsage()`` of a report (:func:`kernel.resource_usage.printed_resource_usage`)."""
+    usage = [float((report.get(k) or {}).get("usage", 0.0)) for k in RESOURCES]
+    limit = [float((report.get(k) or {}).get("limit", 0.0)) for k in RESOURCES]
+    return print_usage(usage, limit)
 
-    out = {}
-    for key in ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut"):
-        r = report.get(key) or {}
-        usage, limit = np.float32(r.get("usage", 0.0)), np.float32(r.get("limit", 0.0))
-        out[key] = java_2f(float((usage / limit if limit > 0 else np.float32(0)) * np.float32(100)))
-    return out
+
+def leader_view_times(dump: Path, rows: dict[str, list[dict[str, Any]]], broker_conf: Path | None) -> list[int] | None:
+    """When each of the audit's timer ticks' run read ``LoadData``: its logged run (its first line), or the time of
+    the report versions its strategy printed where those are older (``leader_election.run_read_times``, on the
+    versions' ZooKeeper times), else the tick itself; None without a recorded election."""
+    timer = _shedding_timer(dump, rows, broker_conf)
+    if timer is None or not timer[0]:
+        return None
+    audit, runs, _elections, lines, _span = timer
+    versions = {b: [(v.mtime, printed_resource_usage(json.loads(v.path.read_bytes()))) for v in vs]
+                for b, vs in recorded_versions(dump, "brokers").items()}
+    reads = run_read_times(runs, shedding_views(lines), versions)
+    return [t for t, _minute, _lag in at_logged_runs(((s, 0) for s in audit), runs, reads)]
+
+
+def _ingest_leader_view(spark: Any, lake: str, dump: Path, work: Path, cluster: str, leader: list[Decision],
+                        rows: dict[str, list[dict[str, Any]]], broker_conf: Path | None, report: dict[str, Any]) -> str:
+    """Write the leader's view (:func:`write_leader_view` at :func:`leader_view_times`), ingest and validate it as
+    cluster ``<cluster>-leader-view``; ``report["leader_view"]`` says how."""
+    from lbreplay.lake.ingest import ingest
+    from lbreplay.lake.validation import validate
+
+    view = work / "leader-view"
+    shutil.rmtree(view, ignore_errors=True)
+    phase = shedding_phase_ms([d.at_ms for d in leader])
+    starts = leader_view_times(dump, rows, broker_conf)
+    stats = write_leader_view(dump, view, phase, times_ms=starts)
+    audited = f"{cluster}-leader-view"
+    vd = ingest(spark, lake, view, audited)
+    vv = validate(spark, lake, audited)
+    report["leader_view"] = {"phase_ms": None if starts else phase,
+                             "at": "each shedding run's read of LoadData" if starts else "the decisions' median phase",
+                             "ticks": stats.ticks, "rows": {k: len(v) for k, v in vd.rows.items()},
+                             "stale_claims_dropped": len(stats.stale_claims_dropped),
+                             "stale_claims": stats.stale_claims_dropped[:50],
+                             "validation_passed": vv.passed, "validation": vv.details()}
+    return audited
 
 
 def check(dump: Path, work: Path, cluster: str, broker_conf: Path | None, spark: Any = None,
@@ -353,22 +380,8 @@ def check(dump: Path, work: Path, cluster: str, broker_conf: Path | None, spark:
         _write(work, report)
         return report
     if not raw.passed:
-        view = work / "leader-view"
-        shutil.rmtree(view, ignore_errors=True)
-        phase = shedding_phase_ms([d.at_ms for d in leader])
-        timer = _shedding_timer(dump, dumped.rows, broker_conf)
-        starts = run_starts(timer[0], timer[1]) if timer is not None and timer[0] else None
-        stats = write_leader_view(dump, view, phase, times_ms=starts)
-        audited = f"{cluster}-leader-view"
-        vd = ingest(spark, lake, view, audited)
-        vv = validate(spark, lake, audited)
-        report["leader_view"] = {"phase_ms": None if starts else phase,
-                                 "at": "each shedding run's start" if starts else "the decisions' median phase",
-                                 "ticks": stats.ticks, "rows": {k: len(v) for k, v in vd.rows.items()},
-                                 "stale_claims_dropped": len(stats.stale_claims_dropped),
-                                 "stale_claims": stats.stale_claims_dropped[:50],
-                                 "validation_passed": vv.passed, "validation": vv.details()}
-        if not vv.passed:
+        audited = _ingest_leader_view(spark, lake, dump, work, cluster, leader, dumped.rows, broker_conf, report)
+        if not report["leader_view"]["validation_passed"]:
             report["result"] = "not audited: validation refuses both the raw recording and the leader's view"
             _write(work, report)
             return report

@@ -383,7 +383,8 @@ def read_with_lead_in(spark: SparkSession, lake: str, cluster: str, versions: di
     return with_lead, bundles_with_lead, broker_load, ticks.get(True, 0), True
 
 
-NO_TIMER: dict[str, Any] = {"leader_elections": None, "leader_brokers": None, "shedding_runs": None, "timer_ticks": 0}
+NO_TIMER: dict[str, Any] = {"leader_elections": None, "leader_brokers": None, "shedding_runs": None,
+                            "shedding_reads": None, "timer_ticks": 0}
 
 
 def leader_timer(spark: SparkSession, lake: str, cluster: str, versions: dict[str, int], window: TimeWindow | None,
@@ -401,15 +402,18 @@ def leader_timer(spark: SparkSession, lake: str, cluster: str, versions: dict[st
     span = broker_load.agg(F.min(F.unix_millis("ts")), F.max(F.unix_millis("ts"))).first() if elections else None
     if span is None or span[0] is None:
         return dict(NO_TIMER), 0
-    runs = sorted(int(r[0]) for r in read_pinned(spark, lake, SHEDDING_RUN.name, versions, cluster, before_end)
-                  .select(F.unix_millis("ts")).collect()) if SHEDDING_RUN.name in versions else []
+    logged = sorted((int(r[0]), None if r[1] is None else int(r[1])) for r in read_pinned(
+        spark, lake, SHEDDING_RUN.name, versions, cluster, before_end).select(
+        F.unix_millis("ts"), F.unix_millis("read_at")).collect()) if SHEDDING_RUN.name in versions else []
+    runs, reads = [t for t, _ in logged], [r for _, r in logged]
     first, last = int(span[0]), int(span[1])
     start_us = window.epoch_micros()[0] if window is not None else None
     start_ms = start_us // 1000 if start_us is not None else first
     times = [t for t, _ in elections]
     fields = {"leader_elections": times, "leader_brokers": [b for _, b in elections], "shedding_runs": runs or None,
-              "timer_ticks": count_timer_minutes(times, first, last, runs)}
-    return fields, count_timer_minutes(times, first, start_ms - 1, runs)
+              "shedding_reads": reads if any(r is not None for r in reads) else None,
+              "timer_ticks": count_timer_minutes(times, first, last, runs, reads)}
+    return fields, count_timer_minutes(times, first, start_ms - 1, runs, reads)
 
 
 def broker_departures(spark: SparkSession, lake: str, cluster: str, versions: dict[str, int],

@@ -45,6 +45,8 @@ class StreamManifest:
     leader_elections: list[int] | None = None
     leader_brokers: list[str] | None = None  # the broker each of leader_elections elected (LeaderBroker.brokerId)
     shedding_runs: list[int] | None = None  # the leader's logged shedding runs (epoch ms): its timer ticks' real times
+    # per logged run, the time of the reports its strategy printed when before its lines (shedding_run.read_at)
+    shedding_reads: list[int | None] | None = None
     timer_ticks: int = 0
     # a recording's broker departures ([epoch ms, broker row], time order; broker_departure): from each, the leader
     # holds none of that broker until it writes a report again (tick_stream.without_departed)

@@ -133,20 +133,21 @@ def ticks_from_stream(manifest: StreamManifest, hold_ms: int | None = None) -> I
     (``manifest.versioned``) is turned into the leader's held view (:func:`held_reports`)."""
     out = leader_held_view(_stream_ticks(manifest), len(manifest.broker_ids), hold_ms, versioned=manifest.versioned,
                            elections_ms=manifest.leader_elections, leader_brokers=manifest.leader_brokers,
-                           runs_ms=manifest.shedding_runs, departures=manifest.departures)
+                           runs_ms=manifest.shedding_runs, departures=manifest.departures,
+                           reads_ms=manifest.shedding_reads)
     return _numbered_from_window(out, manifest.lead_in_ticks) if manifest.lead_in_ticks else out
 
 
 def leader_held_view(ticks: Iterator[ObservedTick], nb: int, hold_ms: int | None, *, versioned: bool = True,
                      elections_ms: list[int] | None = None, leader_brokers: list[str] | None = None,
-                     runs_ms: list[int] | None = None, departures: list[list[int]] | None = None
-                     ) -> Iterator[ObservedTick]:
+                     runs_ms: list[int] | None = None, departures: list[list[int]] | None = None,
+                     reads_ms: list[int | None] | None = None) -> Iterator[ObservedTick]:
     """What the leader holds at each tick of a recording's stream, the one composition every replay of a recording
     uses: report versions held (:func:`held_reports`), the elected leader's timer ticks (:func:`with_leader_timer`),
     then the brokers that left dropped (:func:`without_departed`)."""
     out = held_reports(ticks, nb, hold_ms) if versioned else ticks
     if elections_ms:
-        out = with_leader_timer(out, elections_ms, leader_brokers, runs_ms)
+        out = with_leader_timer(out, elections_ms, leader_brokers, runs_ms, reads_ms)
     if departures:
         out = without_departed(out, departures)
     return out
@@ -161,13 +162,15 @@ def departure_rows(departures: Iterable[tuple[int, str]], brokers: list[str]) ->
 
 
 def with_leader_timer(ticks: Iterator[ObservedTick], elections_ms: list[int], leader_brokers: list[str] | None = None,
-                      runs_ms: list[int] | None = None) -> Iterator[ObservedTick]:
+                      runs_ms: list[int] | None = None, reads_ms: list[int | None] | None = None
+                      ) -> Iterator[ObservedTick]:
     """The leader's held view also at each of its timer minutes (``kernel.leader_election``: when its shedding and
     quota tasks can run), between the stream's first tick and its last; a timer minute at a report write's time
     comes after it. Where the leader's log shows the run (``runs_ms``: the shedding runs it logged), the tick is at
     the run's time, holding the reports written during its lag, and says the lag (``timer_lag_ms``). Every tick
     says its timer minute (0: a report tick) and, with ``leader_brokers`` (the broker each election elected), the
-    leader then; the ticks are numbered anew in order."""
+    leader then; the ticks are numbered anew in order. Where ``reads_ms`` says the run read older reports than those
+    written before its lines (``shedding_run.read_at``), the tick is at that time instead."""
     elected = sorted(zip(elections_ms, leader_brokers)) if leader_brokers else []
     elected_ms = [t for t, _ in elected]
 
@@ -181,7 +184,8 @@ def with_leader_timer(ticks: Iterator[ObservedTick], elections_ms: list[int], le
     n = 0
     for obs in ticks:
         if timer is None:
-            timer = at_logged_runs(timer_minutes(elections_ms, obs.ts_ms), sorted(runs_ms or ()))
+            runs = sorted(zip(runs_ms or (), reads_ms or [None] * len(runs_ms or ())), key=lambda r: r[0])
+            timer = at_logged_runs(timer_minutes(elections_ms, obs.ts_ms), [t for t, _ in runs], [r for _, r in runs])
             pending = next(timer, None)
         while last is not None and pending is not None and pending[0] < obs.ts_ms:
             yield dataclasses.replace(last, tick=n, ts_ms=pending[0], timer_minute=pending[1],
