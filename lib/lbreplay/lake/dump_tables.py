@@ -182,10 +182,10 @@ SHEDDING_RUN = Table(
         _c("cluster", "STRING", "cluster name", False),
         _c("ts", "TIMESTAMP", "when a run of the leader's LoadSheddingTask (extensible: UnloadScheduler) started (UTC, "
            "ms): the first line it logged in the dump's leader-decisions.log", False),
+        _DATE,
         _c("read_at", "TIMESTAMP", "the latest time whose held reports are those its strategy printed (ThresholdShedder "
            "DEBUG), when before its lines: a report written just before the run that updateAll had not applied yet; "
            "null otherwise"),
-        _DATE,
     ),
     ("cluster", "date"),
     ("cluster", "ts"),

@@ -257,8 +257,26 @@ def ensure_table(spark: Any, lake: str, table: Table) -> None:
             spark.sql(ddl)
             return
         except Exception as exc:  # noqa: BLE001 - another process created the table's first commit at the same time
+            if attempt < 2 and "SCHEME_MISMATCH" in str(exc) and _add_new_columns(spark, lake, table):
+                continue
             if attempt == 2 or not _lost_create_race(exc):
                 raise
+
+
+def _add_new_columns(spark: Any, lake: str, table: Table) -> bool:
+    """A lake made before ``table`` gained columns (nullable, at the end of the registry's list): add them to the
+    Delta table (``ALTER TABLE … ADD COLUMNS``, one commit) so the registry's schema matches; False when the
+    existing table lacks none of them (a different mismatch: left to the caller's error)."""
+    location = table_location(lake, table.name)
+    existing = {f.name for f in spark.read.format("delta").load(location).schema.fields}
+    names = [c.name for c in table.columns]
+    missing = [c for c in table.columns if c.name not in existing]
+    if not missing or any(not c.nullable for c in missing) or names[: len(names) - len(missing)] != [
+            n for n in names if n in existing]:
+        return False
+    cols = ", ".join(f"{c.name} {c.type} COMMENT '{c.comment.replace(chr(39), chr(92) + chr(39))}'" for c in missing)
+    spark.sql(f"ALTER TABLE delta.`{location}` ADD COLUMNS ({cols})")
+    return True
 
 
 def _lost_create_race(exc: Exception) -> bool:
