@@ -60,7 +60,9 @@ test-pulsar-trimmed: warm
 
 # The what-if experiment (issue 33, scripts/pulsar/whatif.sh): one seeded schedule (scripts/pulsar/whatif/) on a real
 # 4-broker cluster (one joins, one is SIGKILLed) under config A and config B, each twice (A-1 B-1 A-2 B-2), each run
-# recorded by collect, audited and compared with its leader. About 13 minutes per run; not in CI.
+# recorded by collect, audited and compared with its leader; then B predicted from A-1's recording and compared with the
+# real B runs (scripts/pulsar/whatif_predict.sh: lbreplay prediction, report --prediction). About 13 minutes per
+# run and 10 for the prediction; not in CI (the committed runs' test is: tests/report/test_whatif_pairs.py).
 test-whatif: warm
 	PYTHON=$(abspath $(BIN))/python scripts/pulsar/whatif.sh
 
