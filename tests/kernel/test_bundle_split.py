@@ -210,9 +210,11 @@ def test_check_split_topic_count_default_algorithm() -> None:
         ld, conf, _LAYOUT, topics={"t/ns/0x00000000_0x40000000": ts, "t/ns/0x80000000_0xffffffff": dup}
     )
     assert [d.algorithm for d in got] == ["topic_count_equally_divide"] * 3
-    assert got[0].boundaries == [0x09000000] and got[0].ok
-    assert got[1].boundaries == [] and got[1].children == [] and not got[1].ok
-    assert got[2].boundaries == [] and not got[2].ok
+    by = {d.bundle: d for d in got}
+    assert by["t/ns/0x00000000_0x40000000"].boundaries == [0x09000000] and by["t/ns/0x00000000_0x40000000"].ok
+    no_topics = by["t/ns/0x40000000_0x80000000"]
+    assert no_topics.boundaries == [] and no_topics.children == [] and not no_topics.ok
+    assert by["t/ns/0x80000000_0xffffffff"].boundaries == [] and not by["t/ns/0x80000000_0xffffffff"].ok
 
 
 @pytest.mark.parametrize("algo", ["specified_positions_divide"])

@@ -115,11 +115,12 @@ def eleven_brokers(low: int, usage: float, throughput: float, many: int | None =
 def test_lower_boundary_shedding() -> None:
     """ThresholdShedderTest#testLowerBoundaryShedding: 10 brokers at 80 %, one at 0 % (avg 72.7 %) -> nothing
     unless lowerBoundarySheddingEnabled. need = 200 MiB/s * 0.1 * 0.5 = 10 MiB/s (== minimum, allowed); the
-    tie among the 80 % brokers goes to the first in sorted id order (Java: hash order)."""
+    tie among the 80 % brokers goes to the first in brokerData's ConcurrentHashMap order (broker-8: its hash bin comes
+    first), and its equal bundles keep getBundleDataForLoadShedding()'s HashMap order (broker-8-bundle-9 first)."""
     c = eleven_brokers(low=10, usage=80, throughput=100 * MB)
     assert ThresholdShedder().find_bundles_for_unloading(c.build(), conf()) == []
     out = ThresholdShedder().find_bundles_for_unloading(c.build(), conf(lowerBoundarySheddingEnabled=True))
-    assert by_broker(out) == {"broker-0": ["broker-0-bundle-0"]}
+    assert by_broker(out) == {"broker-8": ["broker-8-bundle-9"]}
     assert out[0].reason == "lower boundary shedding"
     assert out[0].details["required"] == pytest.approx(10 * MB)
 

@@ -5,7 +5,8 @@ mirrors ``ModularLoadManagerImpl.checkNamespaceBundleSplit`` up to the split its
 with the default algorithm), returning the decisions for the caller to apply.
 
 Java iterates ``loadData.getBrokerData()`` and each broker's ``lastStats`` (hash maps); here brokers are
-visited in row order (sorted ids) and each broker's bundles in row order (sorted names).
+visited in ``getBrokerData()``'s JVM order (:mod:`lbreplay.kernel.load_data_order`) and each broker's bundles in
+row order (sorted names).
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from typing import Any
 import numpy as np
 
 from lbreplay.kernel.config import PulsarConfig
+from lbreplay.kernel.java_hash_map import iteration_order
 from lbreplay.kernel.load_data import RATE_IN, RATE_OUT, THR_IN, THR_OUT, LoadData
+from lbreplay.kernel.load_data_order import broker_data_order
 from lbreplay.kernel.naming import bundle_index_in_layout
 from lbreplay.kernel.signatures import same_parameters
 from lbreplay.kernel.split_algorithms import (
@@ -141,10 +144,11 @@ def find_bundles_to_split(
     if prof.split_min_two_topics:
         cand &= topics >= 2
     pick = np.flatnonzero(cand)
-    # broker ids, then bundle names (sorted visiting order for Java's map order, docs/how-we-know.md)
+    # brokers in getBrokerData()'s order, then bundle names (lastStats: sorted visiting order)
     names = np.asarray(b.names, dtype=object)[rows[pick]]
-    owners = np.asarray(ld.brokers.ids, dtype=object)[holders[pick]]
-    pick = pick[np.lexsort((names, owners))]
+    position = np.empty(len(ld.brokers), dtype=np.int64)
+    position[broker_data_order(ld)] = np.arange(len(ld.brokers))
+    pick = pick[np.lexsort((names, position[holders[pick]]))]
     counts = _NamespaceCounts(ld, bundle_count_per_namespace)
     planned: dict[str, int] = {}
     out: list[tuple[int, int, str]] = []
@@ -205,6 +209,10 @@ def check_namespace_bundle_split(
     layouts = {ns: np.asarray(v, dtype=np.int64) for ns, v in (namespace_boundaries or {}).items()}
     counts = {ns: int(v.size - 1) for ns, v in layouts.items()}
     found = find_bundles_to_split(ld, conf, counts)
+    # BundleSplitterTask's bundleCache (a HashMap; 2.10 / 2.11: a HashSet, the same order) iterated by checkNamespaceBundleSplit:
+    # a fresh map's order (a cleared map keeps its table: more than 12 splits in an earlier cycle is not mirrored)
+    order = {name: k for k, name in enumerate(iteration_order(ld.bundles.names[r] for r, _, _ in found))}
+    found.sort(key=lambda f: order[ld.bundles.names[f[0]]])
     algorithm = algorithm_by_name(conf["defaultNamespaceBundleSplitAlgorithm"], conf)
     unload_enabled = bool(conf["loadBalancerAutoUnloadSplitBundlesEnabled"])
     thresholds = split_thresholds(conf)

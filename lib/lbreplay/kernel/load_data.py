@@ -330,18 +330,21 @@ class LoadData:
         order = np.lexsort((all_b, all_r))
         return all_b[order], all_r[order]
 
-    def shedding_candidates(self, skips: tuple[str, ...], sla_pattern_v2: bool = False) -> np.ndarray:
-        """``LoadData.getBundleDataForLoadShedding()`` restricted to not-recently-unloaded bundles.
-
-        ``skips``: the namespace kinds the line's filter leaves out (``VersionProfile.shedding_skips``), with the
-        line's SLA pattern. The namespace test runs once per distinct namespace (``namespace_codes``).
-        """
+    def bundle_data_for_load_shedding(self, skips: tuple[str, ...], sla_pattern_v2: bool = False) -> np.ndarray:
+        """``LoadData.getBundleDataForLoadShedding()``: ``skips`` are the namespace kinds the line's filter leaves
+        out (``VersionProfile.shedding_skips``), with its SLA pattern; one test per namespace (``namespace_codes``)."""
         b = self.bundles
         mask = b.has_bundle_data.copy()
         codes, code = namespace_codes(b.namespaces)
         system = [c for ns, c in code.items() if namespace_kind(ns, sla_pattern_v2) in skips]
         if system:
             mask &= ~np.isin(codes, system)
+        return mask
+
+    def shedding_candidates(self, skips: tuple[str, ...], sla_pattern_v2: bool = False) -> np.ndarray:
+        """:meth:`bundle_data_for_load_shedding` restricted to not-recently-unloaded bundles."""
+        b = self.bundles
+        mask = self.bundle_data_for_load_shedding(skips, sla_pattern_v2)
         if self.recently_unloaded_bundles:
             for name in self.recently_unloaded_bundles:
                 j = b.index(name)

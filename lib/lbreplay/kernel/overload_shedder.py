@@ -5,7 +5,8 @@ enough throughput to land 5 % below it (``ADDITIONAL_THRESHOLD_PERCENT_MARGIN``)
 bundles first. Equality counts as overloaded (the source skips only ``usage < threshold``); there is no
 minimum-throughput gate; a broker with a single bundle is only warned about. The usage is
 ``getMaxResourceUsage()`` before PIP-358 and the weighted max since 4.0 (``overload_check_usage``).
-No cross-tick state. Brokers are visited in sorted id order (Java: hash-map order).
+No cross-tick state. Brokers are visited in ``LoadData.getBrokerData()``'s JVM order and bundles of equal
+throughput keep ``getBundleDataForLoadShedding()``'s order (:mod:`lbreplay.kernel.load_data_order`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 
 from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.load_data import LoadData
+from lbreplay.kernel.load_data_order import broker_data_order
 from lbreplay.kernel.resource_usage import overload_check_usage
 from lbreplay.kernel.selection import (
     OwnedCandidates,
@@ -62,7 +64,7 @@ class OverloadShedder(StatelessShedder):
         values = short_term_throughput(ld)
         at_least_one = bool(conf["atLeastOneBundleSelected"])
         out: list[Unload] = []
-        for i in np.flatnonzero(overloaded).tolist():
+        for i in broker_data_order(ld)[overloaded[broker_data_order(ld)]].tolist():  # getBrokerData().forEach
             if counts[i] > 1:
                 rows, vals = ranked_candidates(ld, i, values, candidates)
                 picked = select_largest_first(rows, vals, float(need[i]), at_least_one)

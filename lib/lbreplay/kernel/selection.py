@@ -8,8 +8,9 @@ UniformLoadShedder and AvgShedder (``AvgShedder.selectBundleForUnloading``). ``S
 cross-tick state, the no-op hooks) the modular shedding strategies share.
 
 Candidates are ``LoadData.getBundleDataForLoadShedding()`` entries owned by the broker and not in
-``recentlyUnloadedBundles``. Java streams a HashMap and sorts it stably; here candidates are visited in row
-(sorted bundle name) order, so equal values keep name order.
+``recentlyUnloadedBundles``. Java streams that ``HashMap`` and sorts it stably, so bundles of equal value keep the
+map's order: mirrored by :mod:`lbreplay.kernel.load_data_order` (the mask :func:`shedding_candidates` returns
+carries each row's position in that map).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 
 from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.load_data import RATE_IN, RATE_OUT, THR_IN, THR_OUT, LoadData
+from lbreplay.kernel.load_data_order import bundle_data_for_load_shedding_rank
 from lbreplay.kernel.version_profile import profile_for
 
 INT_MAX = 2147483647
@@ -38,6 +40,22 @@ def short_term_msg_rate(ld: LoadData) -> np.ndarray:
     return s[:, RATE_IN] + s[:, RATE_OUT]
 
 
+class SheddingCandidates(np.ndarray):
+    """A boolean mask over bundle rows (:func:`shedding_candidates`) that carries ``map_rank``: each row's position
+    in ``getBundleDataForLoadShedding()``'s iteration (kept by masks derived from it, e.g. ``mask & owned``)."""
+
+    map_rank: np.ndarray | None
+
+    def __array_finalize__(self, obj: object) -> None:
+        self.map_rank = getattr(obj, "map_rank", None)
+
+
+def _in_map_order(rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``rows`` (ascending) reordered as ``getBundleDataForLoadShedding()`` iterates them (stable)."""
+    rank = getattr(mask, "map_rank", None)
+    return rows if rank is None or rows.size < 2 else rows[np.argsort(rank[rows], kind="stable")]
+
+
 class OwnedCandidates:
     """Shedding candidates with their owners, for a pass that ranks the candidates of several brokers: the candidate
     rows and their owners are taken once, so :meth:`rows` of a broker (``np.flatnonzero(candidates &
@@ -54,9 +72,13 @@ class OwnedCandidates:
             keep = mask[rows]
             order = np.argsort(rows[keep], kind="stable")
             self._rows, self._owner = rows[keep][order], holders[keep][order]
+        rank = getattr(mask, "map_rank", None)
+        if rank is not None and self._rows.size > 1:
+            order = np.argsort(rank[self._rows], kind="stable")
+            self._rows, self._owner = self._rows[order], self._owner[order]
 
     def rows(self, broker: int) -> np.ndarray:
-        """The candidate rows ``broker`` owns (``localData.getBundles().contains``), ascending."""
+        """The candidate rows ``broker`` owns (``localData.getBundles().contains``), in the map's order."""
         return self._rows[self._owner == broker]
 
 
@@ -64,7 +86,10 @@ def shedding_candidates(ld: LoadData, conf: PulsarConfig) -> np.ndarray:
     """``LoadData.getBundleDataForLoadShedding()`` of the config's line (``VersionProfile.shedding_skips``), not
     recently unloaded."""
     profile = profile_for(conf["pulsarVersion"])
-    return ld.shedding_candidates(profile.shedding_skips, profile.sla_pattern_v2)
+    mask = ld.shedding_candidates(profile.shedding_skips, profile.sla_pattern_v2).view(SheddingCandidates)
+    in_map = ld.bundle_data_for_load_shedding(profile.shedding_skips, profile.sla_pattern_v2)
+    mask.map_rank = bundle_data_for_load_shedding_rank(ld, in_map)
+    return mask
 
 
 def ranked_candidates(
@@ -73,13 +98,13 @@ def ranked_candidates(
     """Shedding candidates of ``broker`` sorted by ``values`` descending (``Double.compare(e2, e1)``).
 
     ``candidates`` is :func:`shedding_candidates` or, when ranking several brokers in one pass, its
-    :class:`OwnedCandidates`. Returns (bundle rows, their values). The sort is stable, so ties keep row (name)
-    order; NaN sorts first, as ``Double.compare`` ranks NaN above every number.
+    :class:`OwnedCandidates`. Returns (bundle rows, their values). The sort is stable, so ties keep the order of
+    ``getBundleDataForLoadShedding()``; NaN sorts first, as ``Double.compare`` ranks NaN above every number.
     """
     if isinstance(candidates, OwnedCandidates):
         rows = candidates.rows(broker)
     else:
-        rows = np.flatnonzero(candidates & ld.owned_mask(broker))
+        rows = _in_map_order(np.flatnonzero(candidates & ld.owned_mask(broker)), candidates)
     vals = values[rows]
     key = np.where(np.isnan(vals), -np.inf, -vals)
     order = np.argsort(key, kind="stable")

@@ -14,8 +14,9 @@ since 3.0 and the 5-arg one (with memory) before.
 call -- and, if some broker is below ``avg - threshold``, sheds ``throughput * threshold * 0.5`` from the
 highest-EWMA broker above ``avg - threshold`` that owns more than one bundle.
 
-Brokers are visited in sorted id order (Java: hash-map order), so the lower-boundary tie (strict ``>``,
-first wins) goes to the smallest id; the average is summed sequentially in that order.
+Brokers are visited in ``LoadData.getBrokerData()``'s JVM order (:mod:`lbreplay.kernel.load_data_order`), so the
+lower-boundary tie (strict ``>``, first wins) goes to the first broker in that order and the average is summed
+sequentially in it; bundles of equal throughput keep ``getBundleDataForLoadShedding()``'s order.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import numpy as np
 
 from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.load_data import LoadData
+from lbreplay.kernel.load_data_order import broker_data_order
 from lbreplay.kernel.resource_usage import weighted_max_usage
 from lbreplay.kernel.selection import (
     OwnedCandidates,
@@ -68,7 +70,7 @@ class ThresholdShedder(ShedderReport):
         if raw_first:
             ewma = np.where(np.isnan(prev), usage, ewma)
         self.broker_avg_resource_usage.update(zip(ids, ewma.tolist()))
-        avg = float(np.cumsum(ewma)[-1]) / len(ids) if len(ids) else 0.0  # sequential sum, Java order
+        avg = float(np.cumsum(ewma[broker_data_order(ld)])[-1]) / len(ids) if len(ids) else 0.0  # brokerData order
         return ewma, avg
 
     # --- LoadSheddingStrategy -------------------------------------------------------------------
@@ -96,7 +98,7 @@ class ThresholdShedder(ShedderReport):
         out: list[Unload] = []
         if not over.any():
             skip.note("Balanced")
-        for i in np.flatnonzero(over).tolist():
+        for i in broker_data_order(ld)[over[broker_data_order(ld)]].tolist():  # getBrokerData().forEach
             if need[i] < min_throughput:
                 skip.note("MinThroughput")
                 continue
@@ -142,7 +144,8 @@ class ThresholdShedder(ShedderReport):
         eligible = (cur > floor) & (counts > 1)
         if not eligible.any():  # "Load data is null or bundle <=1, skipping bundle unload."
             return []
-        top = int(np.argmax(np.where(eligible, cur, -np.inf)))  # strict '>' scan: first maximum wins
+        visit = broker_data_order(ld)  # strict '>' scan over getBrokerData(): the first maximum wins
+        top = int(visit[int(np.argmax(np.where(eligible, cur, -np.inf)[visit]))])
         if not (cur < floor).any():  # "No broker is below the lower bound"
             return []
         throughput = float(brokers.msg_throughput[top])

@@ -18,7 +18,9 @@ min broker, each chosen when its rate OR throughput beats the running value (bot
 it); the gap is halved (``(max - min) / 2``); no minimum gates, no count limit, no 0 -> 1.0 replacement;
 the rate path compares ``value <= required + 1000`` while the throughput path has no slack.
 
-Brokers and bundles are visited in sorted order (Java: hash-map order), so ties go to the smallest id/name.
+Brokers are visited in ``LoadData.getBrokerData()``'s order and bundles of equal value keep
+``getBundleDataForLoadShedding()``'s order, as the JVM iterates those maps (:mod:`lbreplay.kernel.load_data_order`):
+a tie for the max broker goes to the first in that order.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import numpy as np
 
 from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.load_data import LoadData
+from lbreplay.kernel.load_data_order import broker_data_order
 from lbreplay.kernel.selection import (
     INT_MAX,
     SkipReasons,
@@ -76,12 +79,14 @@ class UniformLoadShedder(StatelessShedder):
     # --- current source ---------------------------------------------------------------------------
     def _current(self, ld: LoadData, conf: PulsarConfig, skip: SkipReasons) -> list[Unload]:
         b = ld.brokers
-        rate = b.msg_rate
-        thr = b.msg_throughput
+        visit = broker_data_order(ld)  # brokersData.forEach
+        rate = b.msg_rate[visit]
+        thr = b.msg_throughput[visit]
         # Running max from -1 / min from Integer.MAX_VALUE with strict comparisons: the first extreme
-        # wins and NaN never does.
-        rate_max_row = int(np.argmax(np.where(np.isnan(rate), -np.inf, rate)))
-        thr_max_row = int(np.argmax(np.where(np.isnan(thr), -np.inf, thr)))
+        # in brokerData's order wins and NaN never does.
+        rate_max_row = int(visit[int(np.argmax(np.where(np.isnan(rate), -np.inf, rate)))])
+        thr_max_row = int(visit[int(np.argmax(np.where(np.isnan(thr), -np.inf, thr)))])
+        rate, thr = b.msg_rate, b.msg_throughput
         max_rate = max(float(np.nan_to_num(rate[rate_max_row], nan=-1.0)), -1.0)
         max_thr = max(float(np.nan_to_num(thr[thr_max_row], nan=-1.0)), -1.0)
         min_rate = min(float(np.min(np.where(np.isnan(rate), np.inf, rate))), float(INT_MAX))
@@ -133,7 +138,7 @@ class UniformLoadShedder(StatelessShedder):
         thr = b.msg_throughput.tolist()
         over, max_rate, max_thr = -1, -1.0, -1.0
         min_rate, min_thr = float(INT_MAX), float(INT_MAX)
-        for i in range(len(b)):  # coupled running max/min: inherently sequential
+        for i in broker_data_order(ld).tolist():  # coupled running max/min in brokerData's order
             if constants and counts[i] <= 1:
                 continue
             if rate[i] > max_rate or thr[i] > max_thr:
@@ -180,7 +185,7 @@ class UniformLoadShedder(StatelessShedder):
         thr = b.msg_throughput.tolist()
         over, max_rate, max_thr = -1, -1.0, -1.0
         min_rate, min_thr = float(INT_MAX), float(INT_MAX)
-        for i in range(len(b)):  # coupled running max/min: inherently sequential
+        for i in broker_data_order(ld).tolist():  # coupled running max/min in brokerData's order
             if counts[i] > 1 and (rate[i] > max_rate or thr[i] > max_thr):
                 over, max_rate, max_thr = i, rate[i], thr[i]
             if rate[i] < min_rate or thr[i] < min_thr:

@@ -191,45 +191,6 @@ public final class Oracle {
         return resp;
     }
 
-    /**
-     * {@link LoadData} whose maps iterate in sorted key order: where Pulsar's result depends on the iteration order
-     * of its hash maps (ties in a stable sort, the namespace cap of the split check), the oracle answers with the
-     * sorted order, which is what lbreplay documents (DESIGN.md section 5).
-     */
-    static final class SortedLoadData extends LoadData {
-        private final Map<String, BrokerData> brokers = new java.util.concurrent.ConcurrentSkipListMap<>();
-        private final Map<String, BundleData> bundles = new java.util.concurrent.ConcurrentSkipListMap<>();
-
-        @Override
-        public Map<String, BrokerData> getBrokerData() {
-            return brokers;
-        }
-
-        @Override
-        public Map<String, BundleData> getBundleData() {
-            return bundles;
-        }
-
-        /** Overrides LoadData.getBundleDataForLoadShedding (2.11+; absent from 2.10, whose strategies do not call
-         * it): the jar's own filter (SLA / heartbeat / system namespaces as that version has it), then sorted. */
-        @SuppressWarnings("unchecked")
-        public Map<String, BundleData> getBundleDataForLoadShedding() {
-            Map<String, BundleData> filtered = new TreeMap<>();
-            Map<String, BundleData> all = super.getBundleData();
-            all.clear();
-            all.putAll(bundles);
-            try {
-                java.lang.invoke.MethodHandle superCall = java.lang.invoke.MethodHandles.lookup().findSpecial(
-                        LoadData.class, "getBundleDataForLoadShedding",
-                        java.lang.invoke.MethodType.methodType(Map.class), SortedLoadData.class);
-                filtered.putAll((Map<String, BundleData>) superCall.invoke(this));
-            } catch (Throwable t) {
-                throw new IllegalStateException(t);
-            }
-            return filtered;
-        }
-    }
-
     // ------------------------------------------------------------------------------------------------------------
     static ServiceConfiguration config(JsonNode c) {
         ServiceConfiguration conf = new ServiceConfiguration();
@@ -277,13 +238,14 @@ public final class Oracle {
     }
 
     static LoadData loadData(JsonNode ld) throws Exception {
-        LoadData loadData = new SortedLoadData();
-        Iterator<Map.Entry<String, JsonNode>> brokers = ld.path("brokers").fields();
-        while (brokers.hasNext()) {
-            Map.Entry<String, JsonNode> e = brokers.next();
+        // Pulsar's own LoadData (brokerData, bundleData: ConcurrentHashMaps, getBundleDataForLoadShedding: the jar's
+        // HashMap), brokers and bundles put in sorted key order (the insertion history lbreplay's kernel mirrors with
+        // kernel/load_data_order.py): where a result depends on these maps' iteration order, it is the JVM's.
+        LoadData loadData = new LoadData();
+        for (Map.Entry<String, JsonNode> e : sortedFields(ld.path("brokers")).entrySet()) {
             JsonNode b = e.getValue();
             LocalBrokerData local = MAPPER.treeToValue(b.path("localData"), LocalBrokerData.class);
-            // Java hash order made deterministic: a broker's bundles and lastStats in sorted order.
+            // a broker's bundles and lastStats in sorted order (the split check's lastStats order: not yet mirrored).
             local.setLastStats(new TreeMap<>(local.getLastStats()));
             local.setBundles(new TreeSet<>(local.getBundles()));
             BrokerData data = new BrokerData(local);
@@ -297,9 +259,7 @@ public final class Oracle {
             }
             loadData.getBrokerData().put(e.getKey(), data);
         }
-        Iterator<Map.Entry<String, JsonNode>> bundles = ld.path("bundleData").fields();
-        while (bundles.hasNext()) {
-            Map.Entry<String, JsonNode> e = bundles.next();
+        for (Map.Entry<String, JsonNode> e : sortedFields(ld.path("bundleData")).entrySet()) {
             loadData.getBundleData().put(e.getKey(), MAPPER.treeToValue(e.getValue(), BundleData.class));
         }
         Iterator<Map.Entry<String, JsonNode>> ru = ld.path("recentlyUnloadedBundles").fields();
@@ -308,6 +268,13 @@ public final class Oracle {
             loadData.getRecentlyUnloadedBundles().put(e.getKey(), e.getValue().asLong());
         }
         return loadData;
+    }
+
+    /** The fields of a JSON object in sorted name order. */
+    static Map<String, JsonNode> sortedFields(JsonNode object) {
+        Map<String, JsonNode> out = new TreeMap<>();
+        object.fields().forEachRemaining(e -> out.put(e.getKey(), e.getValue()));
+        return out;
     }
 
     /** ModularLoadManagerImpl.initialize: a placement strategy that is also a shedding strategy (AvgShedder) is
