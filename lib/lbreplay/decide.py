@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,9 +62,6 @@ from lbreplay.errors import EXIT_FAILURE, InvalidInputError, LbReplayError, Usag
 from lbreplay.kernel.config import PulsarConfig, is_extensible, short_class
 from lbreplay.kernel.extensible.broker_filters import POLICY_FILTERS
 from lbreplay.kernel.extensible.context import ExtensibleContext
-from lbreplay.kernel.extensible.extensible_load_manager import SHEDDING_STRATEGY, ExtensibleLoadManager
-from lbreplay.kernel.extensible.split_scheduler import SPLIT_STRATEGY
-from lbreplay.kernel.extensible.transfer_shedder import TransferShedder
 from lbreplay.kernel.json_readers import (
     as_array,
     as_int,
@@ -75,9 +72,8 @@ from lbreplay.kernel.json_readers import (
     parse_boundary,
     parse_bundle_name,
 )
-from lbreplay.kernel.leader_state import LeaderState
 from lbreplay.kernel.load_data_json import load_data_from_request
-from lbreplay.kernel.load_manager import LoadManager, ModularLoadManager, create_load_manager
+from lbreplay.kernel.load_manager import AnyLoadManager, create_load_manager
 from lbreplay.kernel.naming import (
     FIRST_BOUNDARY,
     LAST_BOUNDARY,
@@ -90,11 +86,9 @@ from lbreplay.kernel.naming import (
     topic_hash,
 )
 from lbreplay.kernel.naming import parse_bundle_name as split_name
-from lbreplay.kernel.placement import clear_preallocations
 from lbreplay.kernel.policies import NamespacePolicies
 from lbreplay.kernel.pulsar_json import ExtensibleSnapshot, parse_extensible
 from lbreplay.kernel.split_algorithms import TopicStats, apply_split, check_operator_split, split_boundaries
-from lbreplay.kernel.strategy import LoadSheddingStrategy
 
 STATE_VERSION = 1
 TOP_LEVEL_KEYS = (
@@ -218,7 +212,6 @@ class DecideRequest:
     def __init__(self, req: Mapping[str, Any], conf: PulsarConfig, rng: np.random.Generator) -> None:
         self.conf = conf
         self.rng = rng
-        self.extensible = is_extensible(conf)
         self.ld = load_data_from_request(req)
         self.snap: ExtensibleSnapshot = parse_extensible(req.get("extensible"), "$.extensible")
         self.layouts, ns_block = parse_namespaces(req.get("namespaces"))
@@ -228,16 +221,72 @@ class DecideRequest:
         self.ld.now_ms = self.now
         self.state_in = self._state(req.get("strategyState"))
         self._derived_layouts: dict[str, np.ndarray] = {}
-        self.assigned_ext: dict[str, str] = {}
-        self.load_manager: LoadManager[Any]  # the family's manager (kernel.load_manager) and the view it reads
-        self.view: Any
-        self.shedder: LoadSheddingStrategy | TransferShedder
-        if self.extensible:
-            ext = req.get("extensible")
-            self._init_extensible(ext if isinstance(ext, Mapping) else {})
-        else:
-            doc = req.get("loadData")
-            self._init_modular(isinstance(doc, Mapping) and doc.get("recentlyUnloadedBundles") is not None)
+        shed_name = short_class(conf["loadBalancerLoadSheddingStrategy"])
+        avg_placement = short_class(conf["loadBalancerLoadPlacementStrategy"]) == "AvgShedder"
+        if avg_placement and shed_name != "AvgShedder" and not is_extensible(conf):
+            raise UsageError(
+                f"$.config.loadBalancerLoadSheddingStrategy: the load shedding strategy {shed_name} can't work with "
+                f"the placement strategy AvgShedder (ModularLoadManagerImpl requires the same class)")
+        try:
+            self.load_manager: AnyLoadManager = create_load_manager(conf, self.policies, rng)
+        except LbReplayError as exc:
+            raise with_request_root(exc) from None
+        # the family's view: Pulsar's LoadData (modular) or the extensible leader's stores, and the maps the request
+        # gives (they replace the carried copies in strategyState)
+        self.view = self._family_view()
+        given = self._given_maps(req.get("loadData" if self.load_manager.family == "modular" else "extensible"))
+        self.load_manager.set_state(self.state_in, self.view, given)
+        # the refresh this call stands for (updateAll -> cleanupDeadBrokersData; the extensible stores as they are)
+        self.load_manager.refresh(self.view)
+
+    def _family_view(self) -> Any:
+        """The view the family's manager reads: the request's ``LoadData``, or the extensible stores with
+        ``ExtensibleLoadManagerImpl.initialize``'s two policy filters appended."""
+        if self.load_manager.family == "modular":
+            return self.ld
+        return ExtensibleContext.from_snapshot(self.snap, self.now, lookup=self.snap.brokerLookupData,
+                                               policies=self.policies, extra_filters=POLICY_FILTERS)
+
+    # --- the family's parts by name (the oracle's kernel answer runs them alone: lbreplay.verify) ------------
+    @property
+    def extensible(self) -> bool:
+        return self.load_manager.family == "extensible"
+
+    @property
+    def manager(self) -> Any:
+        return self.load_manager
+
+    @property
+    def ctx(self) -> Any:
+        return self.view if self.extensible else None
+
+    @property
+    def shedder(self) -> Any:
+        return self.load_manager.shedder
+
+    @property
+    def placement(self) -> Any:
+        return getattr(self.load_manager, "placement", None)
+
+    @property
+    def splitter(self) -> Any:
+        scheduler = getattr(self.load_manager, "split_scheduler", None)
+        return None if scheduler is None else scheduler.splitter
+
+    @property
+    def shed_name(self) -> str:
+        return self.load_manager.class_names()[0]
+
+    @property
+    def place_name(self) -> str:
+        return self.load_manager.class_names()[1]
+
+    @staticmethod
+    def _given_maps(block: Any) -> set[str]:
+        """The scheduler maps the request's family block gives (even ``{}``): ``UnloadScheduler.execute`` /
+        ``doLoadShedding`` pass the leader's map as it is, so a given map replaces the carried copy."""
+        keys = ("recentlyUnloadedBundles", "recentlyUnloadedBrokers")
+        return {k for k in keys if isinstance(block, Mapping) and block.get(k) is not None}
 
     # --- request parts ----------------------------------------------------------------------------
     def _policies(self, req: Mapping[str, Any], ns_block: dict[str, Any]) -> Any:
@@ -272,82 +321,6 @@ class DecideRequest:
         for key in ("shedding", "placement", "leader", "split", "extensible"):
             as_object(st.get(key), child("$.strategyState", key))
         return st
-
-    def _restore(self, component: Any, key: str, class_name: str) -> None:
-        """Restore a strategy's state when the state was saved by the same class (a new class starts afresh,
-        like a broker restarted with another strategy)."""
-        saved = self.state_in.get(key) or {}
-        if saved.get("class") != class_name:
-            return
-        try:
-            component.set_state(saved.get("state") or {})
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise UsageError(f"$.strategyState.{key}.state: cannot restore {class_name} state: {exc}") from None
-
-    # --- modular ----------------------------------------------------------------------------------
-    def _init_modular(self, recent_given: bool) -> None:
-        """The modular leader of this call; ``recent_given``: the request's ``loadData`` gives
-        ``recentlyUnloadedBundles`` (then it replaces the carried copy, as every map the request gives does)."""
-        conf = self.conf
-        shed_name = short_class(conf["loadBalancerLoadSheddingStrategy"])
-        place_name = short_class(conf["loadBalancerLoadPlacementStrategy"])
-        if place_name == "AvgShedder" and shed_name != "AvgShedder":
-            raise UsageError(
-                f"$.config.loadBalancerLoadSheddingStrategy: the load shedding strategy {shed_name} can't work with "
-                f"the placement strategy AvgShedder (ModularLoadManagerImpl requires the same class)")
-        try:
-            manager = create_load_manager(conf, self.policies, self.rng)
-        except LbReplayError as exc:
-            raise with_request_root(exc) from None
-        assert isinstance(manager, ModularLoadManager)
-        self.manager = manager
-        self.load_manager, self.view = manager, self.ld
-        self.shedder, self.placement = self.manager.shedder, self.manager.placement
-        self.shed_name, self.place_name = shed_name, place_name
-        self._restore(self.shedder, "shedding", shed_name)
-        if self.placement is not self.shedder:
-            self._restore(self.placement, "placement", place_name)
-        # the refresh this call stands for (updateAll -> cleanupDeadBrokersData): the snapshot's brokers are active
-        self.manager.update_all(self.ld, samples=0, refresh=True)
-        leader_saved = self.state_in.get("leader") or {}
-        self.leader = self.manager.leader_state = LeaderState()
-        try:
-            self.leader.set_state(leader_saved, self.ld)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise UsageError(f"$.strategyState.leader: cannot restore leader state: {exc}") from None
-        if leader_saved:
-            clear_preallocations(self.ld)  # the refresh between two ticks (updateBundleData)
-        self.leader.reload(self.ld)
-        if not recent_given:
-            for bundle, ts in (leader_saved.get("recentlyUnloadedBundles") or {}).items():
-                self.ld.recently_unloaded_bundles[str(bundle)] = int(ts)
-
-    # --- extensible -------------------------------------------------------------------------------
-    def _init_extensible(self, given: Mapping[str, Any]) -> None:
-        """``UnloadScheduler.execute`` passes its ``recentlyUnloadedBundles`` / ``recentlyUnloadedBrokers`` maps to
-        ``TransferShedder.findBundlesForUnloading``: a map the request gives (even ``{}``) is that input; only an
-        absent map falls back to the copy carried in ``strategyState``."""
-        saved = self.state_in.get("extensible") or {}
-        snap = self.snap
-        for key, target in (("recentlyUnloadedBundles", snap.recentlyUnloadedBundles),
-                            ("recentlyUnloadedBrokers", snap.recentlyUnloadedBrokers)):
-            if given.get(key) is not None:
-                continue
-            for name, ts in (saved.get(key) or {}).items():
-                target[str(name)] = int(ts)
-        self.assigned_ext = {str(k): str(v) for k, v in (saved.get("assigned") or {}).items()}
-        # ExtensibleLoadManagerImpl.initialize appends AntiAffinityGroupPolicyFilter and BrokerIsolationPoliciesFilter
-        self.ctx = ExtensibleContext.from_snapshot(snap, self.now, lookup=snap.brokerLookupData, policies=self.policies,
-                                                   extra_filters=POLICY_FILTERS)
-        self.shed_name = SHEDDING_STRATEGY
-        manager = create_load_manager(self.conf, self.policies, self.rng)
-        assert isinstance(manager, ExtensibleLoadManager)
-        self.ext_manager = manager
-        self.load_manager, self.view = manager, self.ctx
-        self.shedder = self.ext_manager.shedder
-        self._restore(self.shedder, "shedding", self.shed_name)
-        self.splitter = self.ext_manager.split_scheduler.splitter
-        self._restore(self.splitter, "split", SPLIT_STRATEGY)
 
     # --- actions ----------------------------------------------------------------------------------
     def run(self, path: str, kind: str, arg: Any, resp: Response) -> None:
@@ -416,57 +389,22 @@ class DecideRequest:
     def _topic_stats(self) -> "TopicStatsByBundle":
         return TopicStatsByBundle(self.topic_records)
 
-    def _all_layouts(self, namespaces: list[str]) -> dict[str, np.ndarray]:
+    def _all_layouts(self, namespaces: Iterable[str]) -> dict[str, np.ndarray]:
         return {ns: self.layout(ns) for ns in sorted(set(namespaces))}
 
     def auto_split(self, resp: Response) -> None:
-        if self.extensible:
-            self._auto_split_extensible(resp)
-            return
-        ld = self.ld
-        layouts = self._all_layouts(list(ld.bundles.namespaces))
-        for d in self.manager.check_split(ld, layouts, topics=self._topic_stats()):
-            if not d.ok:
-                continue
-            self._set_layout(d.namespace, apply_split(self.layout(d.namespace), d.lower, d.upper, d.boundaries))
-            resp.split.append({"broker": d.broker, "bundle": d.bundle, "boundaries": [hex_boundary(x) for x in d.boundaries],
-                               "algorithm": d.algorithm, "reason": d.reason})
-
-    def _auto_split_extensible(self, resp: Response) -> None:
-        rows: list[tuple[str, str, Any]] = []
-        for broker in sorted(self.snap.topBundlesLoadData):
-            # the broker's BrokerService.getBundleStats(): a map, one entry per bundle (a repeated entry: the last)
-            stats = dict(self.snap.topBundlesLoadData[broker].entries)
-            for name in sorted(stats):
-                rows.append((broker, name, stats[name]))
-        parsed = [split_name(name) for _, name, _ in rows]
-        namespaces = [p[0] for p in parsed]
-        layouts = self._all_layouts(namespaces)
-        owners = self.snap.bundleOwners
-        decisions = self.ext_manager.split_scheduler.find(
-            self.conf,
-            reporter=[r[0] for r in rows],
-            bundles=[r[1] for r in rows],
-            namespaces=namespaces,
-            lower=[p[1] for p in parsed],
-            upper=[p[2] for p in parsed],
-            msg_rate=[r[2].msgRateIn + r[2].msgRateOut for r in rows],
-            msg_throughput=[r[2].msgThroughputIn + r[2].msgThroughputOut for r in rows],
-            topics=[r[2].topics for r in rows],
-            sessions=[r[2].consumerCount + r[2].producerCount for r in rows],
-            bundle_count_per_namespace={ns: int(v.size - 1) for ns, v in layouts.items()},
-            owner=None if owners is None else [owners.get(r[1], "") for r in rows],
-            topic_stats=self._topic_stats(),
-            running=sorted(self.snap.topBundlesLoadData),
-        )
-        for d in decisions:
+        """The family's split check (``checkNamespaceBundleSplit`` / ``SplitScheduler``) over the layouts this call
+        knows; each split updates its namespace's layout for the following actions."""
+        splitting = self.load_manager.split(self.view, self._all_layouts, self._topic_stats())
+        for d in splitting.splits:
             try:
                 self._set_layout(d.namespace, apply_split(self.layout(d.namespace), d.lower, d.upper, d.boundaries))
             except ValueError:
                 pass  # not in the layout we know: report the decision anyway
             resp.split.append({"broker": d.broker, "bundle": d.bundle, "boundaries": [hex_boundary(x) for x in d.boundaries],
                                "algorithm": d.algorithm, "reason": d.reason})
-        resp.stats["split"] = self.splitter.stats()
+        if splitting.stats is not None:
+            resp.stats["split"] = splitting.stats
 
     def operator_split(self, path: str, arg: dict[str, Any], resp: Response) -> None:
         """``pulsar-admin namespaces split-bundle``: validated like ``NamespacesBase.internalSplitNamespaceBundle``."""
@@ -513,24 +451,13 @@ class DecideRequest:
                            "algorithm": chosen, "reason": "Admin"})
 
     def _owner(self, bundle: str) -> str | None:
-        if self.extensible:
-            if self.snap.bundleOwners is not None:
-                return self.snap.bundleOwners.get(bundle)
-            for broker in sorted(self.snap.topBundlesLoadData):
-                if any(n == bundle for n, _ in self.snap.topBundlesLoadData[broker].entries):
-                    return broker
-            return None
-        row = self.ld.bundles.index(bundle)
-        if row >= 0 and self.ld.bundles.owner[row] >= 0:
-            return self.ld.brokers.ids[int(self.ld.bundles.owner[row])]
-        return None
+        return self.load_manager.owner(self.view, bundle)
 
     # --- assign / lookup ----------------------------------------------------------------------------
     def assign(self, path: str, bundles: list[str], resp: Response) -> None:
         """``selectBrokerForAssignment`` (modular) or ``ExtensibleLoadManagerImpl.assign`` (extensible: the
         channel's owner, or this call's earlier choice, first)."""
-        placed = (self.ext_manager.assign(bundles, self.ctx, self.assigned_ext) if self.extensible
-                  else self.load_manager.assign(bundles, self.view))
+        placed = self.load_manager.assign(bundles, self.view)
         for bundle, broker in placed:
             resp.assign.append({"bundle": bundle, "broker": broker})
 
@@ -549,20 +476,5 @@ class DecideRequest:
 
     # --- state out ----------------------------------------------------------------------------------
     def strategy_state(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"version": STATE_VERSION, "mode": "extensible" if self.extensible else "modular",
-                               "shedding": {"class": self.shed_name, "state": self.shedder.get_state()}}
-        if self.extensible:
-            out["split"] = {"class": SPLIT_STRATEGY, "state": self.splitter.get_state()}
-            ctx = self.ctx
-            out["extensible"] = {
-                "recentlyUnloadedBundles": dict(sorted(ctx.recently_unloaded_bundles.items())),
-                "recentlyUnloadedBrokers": dict(sorted(ctx.recently_unloaded_brokers.items())),
-                "assigned": dict(sorted(self.assigned_ext.items())),
-            }
-            return out
-        if self.placement is not self.shedder:
-            out["placement"] = {"class": self.place_name, "state": self.placement.get_state()}
-        leader = self.leader.get_state(self.ld)
-        leader["recentlyUnloadedBundles"] = dict(sorted(self.ld.recently_unloaded_bundles.items()))
-        out["leader"] = leader
-        return out
+        return {"version": STATE_VERSION, "mode": self.load_manager.family,
+                **self.load_manager.get_state(self.view)}

@@ -54,14 +54,14 @@ def _killed_copy(tmp_path: Path, record_departure: bool = True) -> tuple[Path, i
 
 def _audit(dump: Path, departures: bool = True) -> tuple[Any, list[ObservedTick], list[Any]]:
     """The audit's engine over the recording's report versions on its leader's timer (as ``replay --mode
-    observed`` streams them: ``held_reports``, ``with_leader_timer``, ``without_departed``): (the replay, its ticks,
+    observed`` streams them: ``tick_stream.leader_held_view``): (the replay, its ticks,
     its decisions)."""
     from lbreplay.kernel.config import parse_broker_conf, typed_overrides
     from lbreplay.live_audit.leader_view import recorded_versions
     from lbreplay.replay.engine import Replay
     from lbreplay.replay.load_model import CpuCalibration
     from lbreplay.replay.records import RunSpec, StaticInputs
-    from lbreplay.replay.tick_stream import held_reports, with_leader_timer, without_departed
+    from lbreplay.replay.tick_stream import departure_rows, leader_held_view
     from tests.live_audit.test_real_sample import _version_ticks
 
     conf = typed_overrides(parse_broker_conf((dump / "broker.conf").read_text(encoding="utf-8")), path="broker.conf")
@@ -74,10 +74,10 @@ def _audit(dump: Path, departures: bool = True) -> tuple[Any, list[ObservedTick]
     hold = (int(replay.conf["loadBalancerReportUpdateMaxIntervalMinutes"]) + 1) * 60_000
     elected = sorted((int(r["ts"].timestamp() * 1000), r["broker"]) for r in rows["leader_election"])
     runs = sorted(int(r["ts"].timestamp() * 1000) for r in rows["shedding_run"])
-    ticks = with_leader_timer(held_reports(iter(_version_ticks(brokers, ids)), len(ids), hold),
-                              [t for t, _ in elected], [b for _, b in elected], runs)
-    gone = [[int(r["ts"].timestamp() * 1000), ids.index(r["broker"])] for r in rows["broker_departure"]]
-    seen = list(without_departed(ticks, gone) if departures and gone else ticks)
+    gone = departure_rows(((int(r["ts"].timestamp() * 1000), r["broker"]) for r in rows["broker_departure"]), ids)
+    seen = list(leader_held_view(iter(_version_ticks(brokers, ids)), len(ids), hold,
+                                 elections_ms=[t for t, _ in elected], leader_brokers=[b for _, b in elected],
+                                 runs_ms=runs, departures=gone if departures else None))
     return replay, seen, [d for obs in seen for d in replay.step(obs).decisions]
 
 

@@ -5,11 +5,14 @@ Both families run the same cycle on the leader; only the view each reads differs
 manager, ``ExtensibleContext`` for the extensible one):
 
 * refresh -- the modular ``updateAll`` (``cleanupDeadBrokersData``, ``updateAllBrokerData``, ``updateBundleData``;
-  :meth:`ModularLoadManager.update_all`); the extensible leader reads its stores as they are (the
-  ``BrokerRegistry`` listener takes a deleted broker out of the available set);
+  :meth:`ModularLoadManager.update_all`, :meth:`ModularLoadManager.refresh`); the extensible leader's stores on a
+  broker's deletion (the ``BrokerRegistry`` listener takes it out of the available set,
+  ``ServiceUnitStateChannelImpl.doCleanup`` removes its load data: :meth:`ExtensibleLoadManager.refresh`);
 * shed -- ``doLoadShedding`` / ``UnloadScheduler.execute``;
 * split -- ``checkNamespaceBundleSplit`` (the end of ``updateAll``) / ``SplitScheduler.execute``;
 * place -- ``selectBrokerForAssignment`` / ``ExtensibleLoadManagerImpl.assign``;
+* the owner of a bundle, and the leader's state between two calls (``set_state`` / ``get_state``: ``decide``'s
+  ``strategyState``);
 * the two timer tasks -- ``LoadSheddingTask`` and ``LoadResourceQuotaUpdaterTask`` (modular), the
   ``UnloadScheduler`` and ``SplitScheduler`` timers (extensible): :class:`LeaderTimers`.
 
@@ -19,8 +22,8 @@ assembles Pulsar's steps itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Protocol, TypeVar, Union
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any, Protocol, TypeVar, Union
 
 import numpy as np
 
@@ -29,13 +32,14 @@ from lbreplay.kernel.extensible.context import ExtensibleContext
 from lbreplay.kernel.extensible.extensible_load_manager import ExtensibleLoadManager
 from lbreplay.kernel.leader_election import runs_at
 from lbreplay.kernel.load_data import LoadData
-from lbreplay.kernel.modular_load_manager import LeaderTask, ModularLoadManager, RunClock, Shedding
+from lbreplay.kernel.modular_load_manager import LeaderTask, ModularLoadManager, RunClock, Shedding, Splitting
 from lbreplay.kernel.policies import NamespacePolicies
+from lbreplay.kernel.split_algorithms import TopicStats
 from lbreplay.kernel.strategy import Unload
 
 __all__ = [
     "AnyLoadManager", "ExtensibleLoadManager", "LeaderTimers", "LoadManager", "ModularLoadManager", "Shedding",
-    "create_load_manager", "task_runs",
+    "Splitting", "create_load_manager", "task_runs",
 ]
 
 ViewT = TypeVar("ViewT", LoadData, ExtensibleContext, contravariant=True)
@@ -46,13 +50,37 @@ class LoadManager(Protocol[ViewT]):
 
     family: str
 
+    def refresh(self, view: ViewT, departed: Iterable[str] = ()) -> list[str]:
+        """The leader's refresh of its view: ``updateAll``'s ``cleanupDeadBrokersData`` (modular) or the stores'
+        clean-up of a deleted broker (extensible); the brokers dropped."""
+        ...
+
     def shed(self, view: ViewT, now_ms: int, clock: RunClock | None = None,
              issue: Callable[[Unload], bool] | None = None) -> Shedding:
         """One shedding pass: the unloads issued (``issue`` may refuse one), or why none were."""
         ...
 
+    def split(self, view: ViewT, layouts_for: Callable[[Iterable[str]], Mapping[str, np.ndarray]],
+              topics: Mapping[str, TopicStats] | None = None) -> Splitting:
+        """One split check (``checkNamespaceBundleSplit`` / ``SplitScheduler.execute``) over the namespaces'
+        layouts (``layouts_for(namespaces)``)."""
+        ...
+
     def assign(self, bundles: Iterable[str], view: ViewT) -> list[tuple[str, str | None]]:
         """Each bundle's broker in order (None: no broker left), as the leader places it at its lookup."""
+        ...
+
+    def owner(self, view: ViewT, bundle: str) -> str | None:
+        """The broker the view says owns ``bundle``."""
+        ...
+
+    def set_state(self, state: Mapping[str, Any], view: ViewT, given: Collection[str] = ()) -> None:
+        """Restore the leader's state between two calls (``strategyState``); ``given``: the scheduler maps the
+        view already holds as the leader's."""
+        ...
+
+    def get_state(self, view: ViewT) -> dict[str, Any]:
+        """The leader's state after a call (``strategyState`` without ``version`` and ``mode``)."""
         ...
 
 

@@ -10,7 +10,7 @@ refresh). :class:`ModularLoadManager` holds the leader's strategies and state an
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -228,6 +228,27 @@ class Shedding:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class Splitting:
+    """One split check: the splits it makes (each with ``namespace``, ``lower``, ``upper``, ``boundaries``,
+    ``broker``, ``bundle``, ``algorithm``, ``reason``) and the strategy's figures (None: it keeps none)."""
+
+    splits: list[Any]
+    stats: dict[str, Any] | None = None
+
+
+def restore_component(component: Any, saved: Mapping[str, Any] | None, class_name: str, key: str) -> None:
+    """Restore a strategy's saved state (``strategyState.<key>``) when the same class saved it; a different class
+    starts afresh, like a broker restarted with another strategy."""
+    saved = saved or {}
+    if saved.get("class") != class_name:
+        return
+    try:
+        component.set_state(saved.get("state") or {})
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise UsageError(f"$.strategyState.{key}.state: cannot restore {class_name} state: {exc}") from None
+
+
 class ModularLoadManager:
     """``ModularLoadManagerImpl`` on the leader: its strategies, ``LeaderState`` and namespace policies."""
 
@@ -280,6 +301,14 @@ class ModularLoadManager:
             ld.bundles.has_bundle_data &= ld.bundles.owner >= 0
         clear_preallocations(ld, leader_owned(ld) if leader_owned is not None else None)
         self.leader(ld).reload(ld)
+
+    def refresh(self, ld: LoadData, departed: Iterable[str] = ()) -> list[str]:
+        """One ``updateAll`` notification without new samples: ``cleanupDeadBrokersData`` on the brokers ``ld``
+        holds (a broker gone from it is ``departed`` implicitly; ``departed`` is for the interface's sake). Returns
+        the brokers the last refresh had that ``ld`` no longer has."""
+        before = self._active or frozenset()
+        self.update_all(ld, samples=0, refresh=True)
+        return sorted((before - frozenset(ld.brokers.ids)) | (set(departed) & before))
 
     def cleanup_dead_brokers_data(self, active: Iterable[str]) -> None:
         """``ModularLoadManagerImpl.cleanupDeadBrokersData``, the first step of every ``updateAll`` on the leader:
@@ -335,6 +364,59 @@ class ModularLoadManager:
                 ld.bundles.has_bundle_data[row] = False
         return found
 
+    def split(self, ld: LoadData, layouts_for: Callable[[Iterable[str]], Mapping[str, np.ndarray]],
+              topics: Mapping[str, TopicStats] | None = None) -> Splitting:
+        """``checkNamespaceBundleSplit`` over the layouts of ``ld``'s namespaces: the splits it makes (a failed
+        one is left out; its BundleData is gone all the same)."""
+        found = self.check_split(ld, layouts_for(ld.bundles.namespaces), topics=topics)
+        return Splitting([d for d in found if d.ok])
+
+    def owner(self, ld: LoadData, bundle: str) -> str | None:
+        """The broker whose report lists ``bundle`` (the newest), None when none does."""
+        row = ld.bundles.index(bundle)
+        if row >= 0 and ld.bundles.owner[row] >= 0:
+            return ld.brokers.ids[int(ld.bundles.owner[row])]
+        return None
+
     def assign(self, bundles: Iterable[str], ld: LoadData) -> list[tuple[str, str | None]]:
         """``selectBrokerForAssignment`` for each bundle in order; (bundle, broker or None)."""
         return assign(bundles, ld, self.conf, self.placement, self.leader(ld), self.policies, self.rng)
+
+    # --- the leader's state between two calls (decide's ``strategyState``) -----------------------------
+    def set_state(self, state: Mapping[str, Any], ld: LoadData, given: Collection[str] = ()) -> None:
+        """Restore ``strategyState``: each strategy when the same class saved it, the leader's ``LeaderState``
+        (then the refresh between two ticks: ``updateBundleData``'s preallocation clean-up, the range reload) and
+        ``recentlyUnloadedBundles`` unless the view already has the leader's map (``given``)."""
+        shed_name, place_name = self.class_names()
+        restore_component(self.shedder, state.get("shedding"), shed_name, "shedding")
+        if self.placement is not self.shedder:
+            restore_component(self.placement, state.get("placement"), place_name, "placement")
+        saved = state.get("leader") or {}
+        self.leader_state = LeaderState()
+        try:
+            self.leader_state.set_state(dict(saved), ld)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise UsageError(f"$.strategyState.leader: cannot restore leader state: {exc}") from None
+        if saved:
+            clear_preallocations(ld)
+        self.leader_state.reload(ld)
+        if "recentlyUnloadedBundles" not in given:
+            for bundle, ts in (saved.get("recentlyUnloadedBundles") or {}).items():
+                ld.recently_unloaded_bundles[str(bundle)] = int(ts)
+
+    def get_state(self, ld: LoadData) -> dict[str, Any]:
+        """``strategyState`` after the call: the strategies' state (one entry when one instance serves both) and
+        the leader's (``LeaderState`` and ``recentlyUnloadedBundles``)."""
+        shed_name, place_name = self.class_names()
+        out: dict[str, Any] = {"shedding": {"class": shed_name, "state": self.shedder.get_state()}}
+        if self.placement is not self.shedder:
+            out["placement"] = {"class": place_name, "state": self.placement.get_state()}
+        leader = self.leader(ld).get_state(ld)
+        leader["recentlyUnloadedBundles"] = dict(sorted(ld.recently_unloaded_bundles.items()))
+        out["leader"] = leader
+        return out
+
+    def class_names(self) -> tuple[str, str]:
+        """The configured shedding and placement classes' short names."""
+        return (short_class(self.conf["loadBalancerLoadSheddingStrategy"]),
+                short_class(self.conf["loadBalancerLoadPlacementStrategy"]))

@@ -6,7 +6,9 @@ the extensible ``LeastResourceUsageWithWeight`` assignment, on the replay's owne
   elapsed (the EMA steps every 5 s with the same host usage); it is *published* (what the leader reads) when the
   10 % / 15 min rule holds (in an audit: when the history shows a new report), together with the broker's top-K
   bundle list; entries of brokers that left stay in the store (TransferShedder ages them out by
-  ``loadBalancerBrokerLoadDataTTLInSeconds``).
+  ``loadBalancerBrokerLoadDataTTLInSeconds``), except in a recording: there a broker gone from the held view (its
+  registry znode deleted, ``broker_departure``) is dropped from the stores by ``ExtensibleLoadManager.refresh``
+  (``ServiceUnitStateChannelImpl.doCleanup``).
 * An audit of an extensible recording (``LoadView.recorded``) publishes each held version's BrokerLoadData as the
   broker published it (its ``weightedMaxEMA``, ``updatedAt``, ...) and its top bundles list in the published order
   (``TopKBundles``' order depends on the broker's stats map iteration, so it is not recomputed); with the leader's
@@ -67,6 +69,7 @@ class ExtensibleLeader:
         self.last_report_ms: int | None = None
         self.timers = LeaderTimers(conf)  # the UnloadScheduler's timer
         self.moved: set[int] = set()  # closed loop: brokers a decision moved a bundle from or to
+        self._alive: np.ndarray | None = None  # the brokers the last tick held (one gone: the stores' clean-up)
 
     def tick(self, view: LoadView, ownership: Ownership) -> list[Decision]:
         if view.recorded is not None and view.apply:  # the closed loop of an extensible recording
@@ -79,6 +82,7 @@ class ExtensibleLeader:
             self._publish_recorded(view, ownership)
         else:
             self._report(view, ownership)
+        self._refresh(view, ownership)
         minute = view.timer_minute  # None: no recorded election, the tasks run by the ticks' own clock
         decisions = self._split(view, ownership) if minute is None or minute > 0 else []
         to_assign: list[str] = []
@@ -88,6 +92,19 @@ class ExtensibleLeader:
         if pending and view.alive.any() and view.apply:
             decisions += self._assign(pending, view, ownership)
         return decisions
+
+    def _refresh(self, view: LoadView, ownership: Ownership) -> None:
+        """A recorded broker gone (its registry znode deleted, ``broker_departure``; the held view no longer holds
+        it): ``ExtensibleLoadManager.refresh`` drops it from the stores. A generated history keeps the entries of a
+        broker that died (``TransferShedder`` ages them out by ``loadBalancerBrokerLoadDataTTLInSeconds``)."""
+        gone = np.zeros(0, dtype=np.int64)
+        if view.listings is not None and self._alive is not None:
+            gone = np.flatnonzero(self._alive & ~view.alive)
+        self._alive = view.alive.copy()
+        if gone.size:
+            dropped = self.manager.refresh(self._context(view, ownership), [self.broker_ids[b] for b in gone])
+            for b in dropped:  # the driver's copy of the top-bundles store follows the kernel's clean-up
+                self.top_lists[self.broker_ids.index(b)] = None
 
     def score(self, weighted_max: np.ndarray) -> np.ndarray:
         """The EMA of each broker's weighted max usage as published (``BrokerLoadData.weightedMaxEMA``)."""

@@ -69,6 +69,23 @@ class ExtensibleContext:
         i = int(np.searchsorted(np.asarray(self.broker_ids, dtype=object), broker)) if self.broker_ids else 0
         return i if i < len(self.broker_ids) and self.broker_ids[i] == broker else -1
 
+    def drop_brokers(self, rows: np.ndarray) -> None:
+        """The brokers of ``rows`` gone from the stores: not available, no ``BrokerLoadData`` (``new
+        BrokerLoadData()`` values), no ``TopBundlesLoadData`` entry."""
+        rows = np.atleast_1d(np.asarray(rows, dtype=np.int64))
+        self.available[rows] = False
+        self.has_load_data[rows] = False
+        self.load.clear(rows)
+        top, gone = self.top, set(rows.tolist())
+        lists: list[list[tuple[str, list[float]]] | None] = []
+        for b in range(len(top.present)):
+            span = range(int(top.offsets[b]), int(top.offsets[b + 1]))
+            lists.append(None if b in gone or not top.present[b] else [
+                (top.names[k], [*top.stats[k].tolist(), float(top.topics[k]), float(top.consumer_count[k]),
+                                float(top.producer_count[k]), float(top.cache_size[k])]) for k in span])
+        self.top = TopBundlesLoadData.from_lists(lists)
+        self.anti_affinity_memo.clear()
+
     def is_owner(self, bundle: str, broker: int) -> bool:
         """``ServiceUnitStateChannel.isOwner(bundle, broker)``; always true without an ownership snapshot."""
         if self.bundle_owners is None:
