@@ -112,3 +112,43 @@ def test_shedding_timer_check_against_the_leaders_runs(tmp_path: Path, second: s
     got = shedding_timer_check(dump, read_dumps(dump, "x").rows, dump / "broker.conf")
     assert (got["leader"], got["elections"], got["leader_on_timer"]) == (4, 1, within)
     assert got["audit"] >= 4 and (within == 0 or got["max_lag_ms"] == 64)
+
+
+def test_an_unload_the_leaders_placement_kept_on_its_owner_is_a_destination_difference() -> None:
+    """The fresh-clone what-if run A-1 (2026-11-28 14:30:52): ThresholdShedder shed lb/hot/0x70000000_0x74000000
+    from 18083 in the leader's run too, but ``selectBroker`` chose 18083 itself, so ``doLoadShedding`` logged "The
+    destination broker … is the same as the current owner broker" and moved nothing; the audit's placement chose
+    18084. That is a destination difference with its cause (counted in the destinations), not an unexplained
+    decision; the same line for another bundle, another owner or another run explains nothing."""
+    from lbreplay.collect.leader_log import Decision, owner_kept
+    from lbreplay.live_audit.audit_check import destinations, owner_kept_cause, render, verdict
+
+    line = ("127.0.0.1:18082 2026-11-28T14:30:52,949+0000 [pulsar-load-manager-1-1] WARN  org.apache.pulsar.broker."
+            "loadbalance.impl.ModularLoadManagerImpl - [ThresholdShedder] The destination broker 127.0.0.1:18083 is "
+            "the same as the current owner broker for Bundle lb/hot/0x70000000_0x74000000")
+    kept = owner_kept([line, "2026-11-28T14:30:53,000+0000 unrelated"])
+    t = 1_795_876_252_949
+    assert kept == [(t, "lb/hot/0x70000000_0x74000000", "127.0.0.1:18083")]
+    audit = Decision(t - 400, "UNLOAD", "lb/hot/0x70000000_0x74000000", "127.0.0.1:18083", "127.0.0.1:18084")
+    facts = owner_kept_cause(audit, kept)
+    assert facts["cause"].startswith("destination: the leader shed it from 127.0.0.1:18083 too")
+    assert "127.0.0.1:18084" in facts["cause"]
+    for other in (Decision(audit.at_ms, "UNLOAD", "lb/hot/0x74000000_0x78000000", audit.source, audit.target),
+                  Decision(audit.at_ms, "UNLOAD", audit.bundle, "127.0.0.1:18081", audit.target),
+                  Decision(audit.at_ms - 60_000, "UNLOAD", audit.bundle, audit.source, audit.target)):
+        assert owner_kept_cause(other, kept) == {}
+    diff = {"side": "audit-only", "tick": "2026-11-28T14:30:00.000Z", "decision": {
+        "action": "UNLOAD", "bundle": audit.bundle, "source": audit.source, "target": audit.target}, **facts}
+    matched = [{"tick": "t", "action": "UNLOAD", "bundle": "b", "source": "s", "leader_target": "x",
+                "audit_target": "x"}, {"tick": "t", "action": "UNLOAD", "bundle": "c", "source": "s",
+                                       "leader_target": "x", "audit_target": "y"}]
+    report = {"result": "compared", "agreement": 1.0, "shedding_runs": {}, "differences": [diff],
+              "matched_decisions": matched, "leader_decisions": 2, "leader_unloads": 2, "leader_splits": 0,
+              "run_id": "r", "audited_cluster": "c", "audited_ticks": [], "audit_decisions": 3, "audit_unloads": 3,
+              "audit_splits": 0, "summary": "matched 2/2", "leader_view": {"phase_ms": None, "at": "each run",
+                                                                          "ticks": 1, "stale_claims_dropped": 0,
+                                                                          "validation_passed": True}}
+    assert verdict(report, 0.95) == []
+    assert destinations(report) == {"compared": 3, "same": 1, "owner_kept": 1}
+    text = render(report)
+    assert "DESTINATIONS: 1 of 3 unloads" in text and "leader's view (at each run)" in text

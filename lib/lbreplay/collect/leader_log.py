@@ -153,6 +153,22 @@ def shedding_runs(lines: Iterable[str], gap_ms: int = 5_000) -> list[int]:
     return runs
 
 
+_OWNER_KEPT = re.compile(r"\[(?P<strategy>\w+)\] The destination broker (?P<broker>\S+) is the same as the current "
+                         r"owner broker for Bundle (?P<bundle>\S+)")
+
+
+def owner_kept(lines: Iterable[str]) -> list[tuple[int, str, str]]:
+    """``ModularLoadManagerImpl.doLoadShedding``'s WARN "[<Strategy>] The destination broker <b> is the same as the
+    current owner broker for Bundle <bundle>": the strategy shed the bundle but its placement (``selectBroker``)
+    chose the owner, so nothing moved: (time, bundle, owner)."""
+    out = []
+    for line in lines:
+        m, m_ts = _OWNER_KEPT.search(line), _TS.search(line)
+        if m and m_ts:
+            out.append((_epoch_ms(m_ts), m.group("bundle"), m.group("broker")))
+    return out
+
+
 _NOT_OVERLOADED = re.compile(r"ThresholdShedder - \[(?P<broker>[^\]]+)\] broker is not overloaded, ignoring at this point "
                              r"\((?P<usage>[^)]*)\)")
 _PERCENT = re.compile(r"(\w+): (-?[\d.]+|NaN|-?Infinity)%")

@@ -25,6 +25,7 @@ from typing import Any
 
 from lbreplay.collect.leader_log import (
     Decision,
+    owner_kept,
     parse_leader_log,
     shedding_runs,
     shedding_views,
@@ -39,7 +40,7 @@ from lbreplay.kernel.leader_election import (
 )
 from lbreplay.kernel.resource_usage import RESOURCES, java_2f
 from lbreplay.kernel.resource_usage import printed_resource_usage as print_usage
-from lbreplay.live_audit.comparison import Comparison, compare
+from lbreplay.live_audit.comparison import SAME_RUN_MS, Comparison, compare
 from lbreplay.live_audit.leader_view import (
     held_at,
     published_versions,
@@ -122,6 +123,8 @@ def _bundle_rows(spark: Any, lake: str, cluster: str, ts_ms: int, bundle: str, t
 def explain(spark: Any, lake: str, cluster: str, dump: Path, cmp: Comparison, ticks: list[int],
             bundle_table: str = "bundle_load") -> list[dict[str, Any]]:
     """One entry per difference with the facts that explain it."""
+    log = dump / "leader-decisions.log"
+    kept_lines = owner_kept(log.read_text(encoding="utf-8").splitlines()) if log.exists() else []
     out = []
     near = {id(d): a for d, a in cmp.near}
     for side, items in (("leader-only", cmp.leader_only), ("audit-only", cmp.audit_only)):
@@ -137,12 +140,26 @@ def explain(spark: Any, lake: str, cluster: str, dump: Path, cmp: Comparison, ti
                 twin = next((ld for ld, _a in cmp.near if _a is d), None)
                 if twin is not None:
                     facts["leader_same_decision_at"] = _iso(twin.at_ms)
+                facts.update(owner_kept_cause(d, kept_lines))
             facts["leader_held_at_decision"] = _held(dump, d.at_ms)
             facts["audit_tick_bundle_owners"] = _bundle_rows(spark, lake, cluster, d.tick_ms, d.bundle, bundle_table)
             if d.line:
                 facts["log"] = d.line[-300:]
             out.append(facts)
     return out
+
+
+def owner_kept_cause(d: Decision, kept_lines: list[tuple[int, str, str]]) -> dict[str, Any]:
+    """An UNLOAD only the audit made that the leader's run shed too, its placement choosing the owner (logged by
+    :func:`~lbreplay.collect.leader_log.owner_kept`, within the same run): a destination difference, with its cause;
+    else nothing."""
+    kept = next((t for t, bundle, owner in kept_lines if d.action == "UNLOAD" and bundle == d.bundle
+                 and owner == d.source and abs(t - d.at_ms) < SAME_RUN_MS), None)
+    if kept is None:
+        return {}
+    return {"leader_owner_kept_at": _iso(kept),
+            "cause": f"destination: the leader shed it from {d.source} too, but its placement chose the owner (no "
+                     f"move, doLoadShedding skips it); the audit's chose {d.target}"}
 
 
 def after_the_recording(leader: list[Decision], last_tick_ms: int | None, rows: dict[str, list[dict[str, Any]]],
@@ -453,6 +470,15 @@ def _write(work: Path, report: dict[str, Any]) -> None:
     atomic_write_json(work / "report" / "comparison.json", report)
 
 
+def destinations(report: dict[str, Any]) -> dict[str, int]:
+    """The unloads both made whose destination the leader logged, and those with the leader's destination; plus
+    the unloads the leader's placement kept on the owner (no move) where the audit's moved the bundle."""
+    both = [m for m in report.get("matched_decisions", []) if m["action"] == "UNLOAD" and m.get("leader_target")]
+    kept = [d for d in report.get("differences", []) if "leader_owner_kept_at" in d]
+    return {"compared": len(both) + len(kept), "same": sum(m["leader_target"] == m["audit_target"] for m in both),
+            "owner_kept": len(kept)}
+
+
 def render(report: dict[str, Any]) -> str:
     """The report as text: figures first, then every difference."""
     lines = [(f"leader: {report['leader_decisions']} decisions ({report['leader_unloads']} unloads, "
@@ -463,7 +489,9 @@ def render(report: dict[str, Any]) -> str:
     lines += [f"  {x}" for x in raw.get("validation", [])[:20]]
     if "leader_view" in report:
         lv = report["leader_view"]
-        lines.append(f"leader's view (shedding phase {lv['phase_ms'] / 1000:.3f} s in the minute): {lv['ticks']} ticks, "
+        at = (f"shedding phase {lv['phase_ms'] / 1000:.3f} s in the minute" if lv.get("phase_ms") is not None
+              else lv.get("at", "each shedding run"))
+        lines.append(f"leader's view (at {at}): {lv['ticks']} ticks, "
                      f"{lv['stale_claims_dropped']} stale double claims dropped; validation "
                      f"{'passed' if lv['validation_passed'] else 'FAILED'}")
         lines += [f"  {x}" for x in lv.get("validation", [])[:20]]
@@ -485,6 +513,10 @@ def render(report: dict[str, Any]) -> str:
                      + f"{report['audit_decisions']} decisions ({report['audit_unloads']} unloads, "
                      f"{report['audit_splits']} splits)")
         lines.append(f"AGREEMENT: {report['summary']}")
+        dest = destinations(report)
+        if dest["compared"]:
+            lines.append(f"DESTINATIONS: {dest['same']} of {dest['compared']} unloads to the leader's destination "
+                         f"({dest['owner_kept']} the leader's placement kept on the owner, the audit's moved)")
         for d in report.get("leader_after_the_recording", []):
             lines.append(f"  not audited: {d['at']} {d['action']} {d['bundle']} from {d['source']} ({d['cause']})")
         for m in report["matched_decisions"]:
@@ -493,8 +525,8 @@ def render(report: dict[str, Any]) -> str:
             dec = d["decision"]
             lines.append(f"  {'-' if d['side'] == 'leader-only' else '+'} [{d['side']}] {d['tick']} {dec['action']} "
                          f"{dec['bundle']} from {dec['source']} to {dec['target']}")
-            for k in ("cause", "audit_same_decision_at", "leader_same_decision_at", "audit_tick_bundle_owners",
-                      "leader_held_at_decision"):
+            for k in ("cause", "audit_same_decision_at", "leader_same_decision_at", "leader_owner_kept_at",
+                      "audit_tick_bundle_owners", "leader_held_at_decision"):
                 if k in d:
                     lines.append(f"      {k}: {json.dumps(d[k])}")
     return "\n".join(lines)
