@@ -43,7 +43,8 @@ for run in $RUNS; do
     arc=0
     "$PY" "$HERE/compare_leader.py" --dump "$WORK/$run/dump" --work "$WORK/$run" --cluster live \
       > "$WORK/$run/compare.log" 2>&1 || arc=$?
-    agreement=$(grep -m1 '^AGREEMENT:' "$WORK/$run/compare.log" | cut -d' ' -f2-8 || true)
+    agreement=$(sed -n 's/^AGREEMENT: \(matched [0-9]*\/[0-9]*\) of the leader.s decisions \(([0-9]* %)\).*/\1 \2/p' \
+      "$WORK/$run/compare.log" | head -1)
     audit="audit: ${agreement:-not compared} (compare_leader exit $arc)"
   fi
   line="$run rc=$rc wall=$(( $(date +%s) - t0 ))s load=$(cut -d' ' -f1-3 /proc/loadavg) $audit"
