@@ -364,6 +364,21 @@ class ModularLoadManager:
                 ld.bundles.has_bundle_data[row] = False
         return found
 
+    def split_children_unload(self, ld: LoadData) -> Callable[[str, str], bool]:
+        """``checkNamespaceBundleSplit``'s check before unloading a split's children
+        (``loadBalancerAutoUnloadSplitBundlesEnabled``): ``shouldNamespacePoliciesUnload`` and
+        ``shouldAntiAffinityNamespaceUnload`` for the namespace on the parent's broker, every broker available."""
+        policies, leader = self.policies, self.leader(ld)
+        avail = np.ones(len(ld.brokers), dtype=bool)
+
+        def should_unload(bundle: str, broker: str) -> bool:
+            ns = bundle.rpartition("/")[0]
+            row = ld.brokers.index(broker)
+            return policies.should_namespace_policies_unload(ns, row, ld.brokers, avail) and \
+                policies.should_anti_affinity_namespace_unload(ns, row, ld.brokers, avail, leader.bundle_ranges)
+
+        return should_unload
+
     def split(self, ld: LoadData, layouts_for: Callable[[Iterable[str]], Mapping[str, np.ndarray]],
               topics: Mapping[str, TopicStats] | None = None) -> Splitting:
         """``checkNamespaceBundleSplit`` over the layouts of ``ld``'s namespaces: the splits it makes (a failed

@@ -210,17 +210,8 @@ class ModularLeader:
     def _split(self, ld: LoadData, view: LoadView, ownership: Ownership, to_assign: list[str]) -> list[Decision]:
         """The split check; splits change the layout (children stay with the owner, or are unloaded)."""
         layout = ownership.layout
-        policies = self.manager.policies
-        leader = self.manager.leader(ld)
-        avail = np.ones(len(ld.brokers), dtype=bool)
-
-        def should_unload(bundle: str, broker: str) -> bool:
-            ns = bundle.rpartition("/")[0]
-            row = ld.brokers.index(broker)
-            return policies.should_namespace_policies_unload(ns, row, ld.brokers, avail) and \
-                policies.should_anti_affinity_namespace_unload(ns, row, ld.brokers, avail, leader.bundle_ranges)
-
-        found = self.manager.check_split(ld, _namespace_boundaries(layout), should_unload=should_unload)
+        found = self.manager.check_split(ld, _namespace_boundaries(layout),
+                                         should_unload=self.manager.split_children_unload(ld))
         out = []
         changed = False
         looked_up: list[str] = []  # an audit's unloaded split children, looked up at once
