@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from lbreplay.kernel.load_data_order import broker_data_order, bundle_data_for_load_shedding_rank
+from lbreplay.kernel.least_resource_usage_with_weight import LeastResourceUsageWithWeight
+from lbreplay.kernel.load_data_order import broker_candidate_order, broker_data_order, bundle_data_for_load_shedding_rank
 from lbreplay.kernel.overload_shedder import OverloadShedder
 from lbreplay.kernel.threshold_shedder import ThresholdShedder
 from lbreplay.kernel.uniform_load_shedder import UniformLoadShedder
@@ -63,3 +64,31 @@ def test_threshold_average_sums_in_jvm_order() -> None:
     s.find_bundles_for_unloading(c.build(), conf())
     cur = s.stats()["brokerAvgResourceUsage"]
     assert s.stats()["loadAvg"] == ((cur["b2"] + cur["b0"]) + cur["b1"]) / 3
+
+
+def test_broker_candidate_order_is_a_fresh_hash_set() -> None:
+    """brokerCandidateCache (a HashSet) of b0, b1, b3 filled in brokerData's order iterates b0, b1, b3 ("b3": 3089,
+    bin 1, after b2's bin 0 and before b0's 14); of b0, b1, b2: b2, b0, b1."""
+    ld = Cluster(brokers={"b0": B(), "b1": B(), "b2": B(), "b3": B()}).build()
+
+    def ids(rows: list[int]) -> list[str]:
+        return [ld.brokers.ids[i] for i in broker_candidate_order(ld, np.array(rows))]
+
+    assert ids([0, 1, 2]) == ["b2", "b0", "b1"]
+    assert ids([0, 1, 3]) == ["b3", "b0", "b1"]
+    assert ids([2]) == ["b2"]
+
+
+def test_least_resource_usage_with_weight_sums_in_the_candidates_order() -> None:
+    """Given the candidates in brokerCandidateCache's order (b2, b0, b1: the oracle's `assign` candidates), the
+    average EWMA is summed in it, as Java's loop over that HashSet does."""
+    c = Cluster()
+    for owner, u in {"b0": 0.1, "b1": 0.2, "b2": 0.03}.items():
+        c.brokers[owner] = B(bw_in=(u * 100, 100.0))
+    ld = c.build()
+    s = LeastResourceUsageWithWeight()
+    rows = broker_candidate_order(ld, np.arange(3))
+    s.select_broker(rows, "t/ns/0x00000000_0xffffffff", ld, conf(), np.random.default_rng(0))
+    e = s.ema
+    assert s.last_average == ((e["b2"] + e["b0"]) + e["b1"]) / 3
+    assert s.last_average != ((e["b0"] + e["b1"]) + e["b2"]) / 3

@@ -36,6 +36,7 @@ from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.java_hash_map import JavaHashMap
 from lbreplay.kernel.java_tim_sort import ComparisonContractViolation, tim_sort
 from lbreplay.kernel.load_data import LoadData
+from lbreplay.kernel.load_data_order import broker_data_order
 from lbreplay.kernel.resource_usage import weighted_max_usage
 from lbreplay.kernel.selection import (
     OwnedCandidates,
@@ -97,7 +98,7 @@ class AvgShedder(ShedderReport):
         hit_low = int(conf["loadBalancerAvgShedderHitCountLowThreshold"])
 
         scores = weighted_max_usage(brokers.usage, brokers.limit, conf) * 100  # calculateScores
-        visit = self._score_map_order(brokers.ids)
+        visit = self._score_map_order(brokers.ids, broker_data_order(ld).tolist())
         if profile.avg_shedder_int_comparator:
             try:  # 4.0.x: (int) (a - b), ties in brokerScoreMap's order
                 order = [visit[k] for k in java_sort_int_difference(scores[visit].tolist())]
@@ -241,14 +242,14 @@ class AvgShedder(ShedderReport):
         self.pending_targets[bundle] = ld.brokers.ids[row]  # bundleBrokerMap.put(bundleToAssign, broker)
         return row
 
-    def _score_map_order(self, ids: list[str]) -> list[int]:
+    def _score_map_order(self, ids: list[str], broker_data: list[int] | None = None) -> list[int]:
         """``calculateScoresAndSort``: ``brokerScoreMap`` (a ``HashMap`` field, ``clear()``-ed each call, so its
-        table keeps its largest size) gets every broker in ``loadData.getBrokerData()`` order (here the brokers'
-        rows); its ``entrySet()`` order (:mod:`lbreplay.kernel.java_hash_map`) is the sort's input. Broker rows in
-        that order."""
+        table keeps its largest size) gets every broker in ``loadData.getBrokerData()`` order (``broker_data``:
+        rows in that ``ConcurrentHashMap``'s order; default: row order); its ``entrySet()`` order
+        (:mod:`lbreplay.kernel.java_hash_map`) is the sort's input. Broker rows in that order."""
         self.score_map.clear()
-        for bid in ids:
-            self.score_map.put(bid)
+        for i in range(len(ids)) if broker_data is None else broker_data:
+            self.score_map.put(ids[i])
         row = {bid: i for i, bid in enumerate(ids)}
         return [row[k] for k in self.score_map.keys()]
 

@@ -19,7 +19,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from lbreplay.kernel.java_hash_map import JavaConcurrentHashMap, JavaHashMap
+from lbreplay.kernel.java_hash_map import JavaConcurrentHashMap, JavaHashMap, java_hash_set_copy
 from lbreplay.kernel.load_data import LoadData, cached
 
 
@@ -52,3 +52,27 @@ def bundle_data_for_load_shedding_rank(ld: LoadData, in_map: np.ndarray) -> np.n
     rank = np.full(n, n, dtype=np.int64)
     rank[hm] = np.arange(hm.size, dtype=np.int64)
     return rank
+
+
+def broker_candidate_order(ld: LoadData, rows: np.ndarray) -> np.ndarray:
+    """Candidate broker ``rows`` in the order of ``ModularLoadManagerImpl.brokerCandidateCache``, a ``HashSet``
+    that ``LoadManagerShared.applyNamespacePolicies`` fills walking the available brokers (:func:`_available_order`)
+    and the broker filters thin out: what ``RoundRobinBrokerSelector`` copies (``List.copyOf``) and
+    ``LeastResourceUsageWithWeight`` sums over. A fresh set (a cleared one keeps its table: more than 12 brokers
+    in an earlier call is not mirrored)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    if rows.size < 2:
+        return rows
+    ids = ld.brokers.ids
+    available = np.asarray(_available_order(tuple(ids)), dtype=np.int64)
+    ordered = available[np.isin(available, rows)]
+    return ordered[np.asarray(_order(tuple(ids[r] for r in ordered.tolist()), False), dtype=np.int64)]
+
+
+@lru_cache(maxsize=64)
+def _available_order(ids: tuple[str, ...]) -> tuple[int, ...]:
+    """``getAvailableBrokers()``: ``Sets.newHashSet`` of the broker list (``brokerData``'s order), a presized
+    ``HashSet`` copy: broker rows in its order."""
+    chm = _order(ids, True)
+    pos = {ids[i]: i for i in chm}
+    return tuple(pos[k] for k in java_hash_set_copy(ids[i] for i in chm).keys())

@@ -12,6 +12,7 @@ from lbreplay.kernel.bundle_split import find_bundles_to_split
 from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.extensible.split_scheduler import SPLIT_STRATEGY
 from lbreplay.kernel.extensible.transfer_shedder import expire_recently_unloaded_bundles
+from lbreplay.kernel.load_data_order import broker_candidate_order
 from lbreplay.kernel.modular_load_manager import prune_recently_unloaded
 from lbreplay.kernel.naming import parse_bundle_name
 from lbreplay.kernel.split_algorithms import TopicStats, split_boundaries
@@ -79,10 +80,10 @@ def kernel_answer(req: dict[str, Any], state: dict[str, Any] | None, seed: int =
             for bundle, picked in tick.manager.assign(action["selectBrokerForAssignment"], ld):
                 out["assign"].append({"bundle": bundle, "broker": picked})
         elif isinstance(action, dict) and "assign" in action:
-            rows = np.arange(len(ld.brokers), dtype=np.int64)
-            order = np.argsort(np.asarray(ld.brokers.ids, dtype=object), kind="stable")
+            # the oracle's candidates: a HashSet of every broker, filled in brokerData's order
+            rows = broker_candidate_order(ld, np.arange(len(ld.brokers), dtype=np.int64))
             for bundle in action["assign"]:
-                row = tick.placement.select_broker(rows[order], bundle, ld, conf, tick.rng)
+                row = tick.placement.select_broker(rows, bundle, ld, conf, tick.rng)
                 out["assign"].append({"bundle": bundle, "broker": ld.brokers.ids[row] if row >= 0 else None})
     new_state = {"version": 1, "mode": "modular", "shedding": {"class": tick.shed_name,
                                                              "state": tick.shedder.get_state()}}

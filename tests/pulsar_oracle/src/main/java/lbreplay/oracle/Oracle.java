@@ -344,8 +344,10 @@ public final class Oracle {
 
     static void assign(Instances inst, ServiceConfiguration conf, LoadData loadData, String bundle, ObjectNode resp)
             throws Exception {
-        // Pulsar passes a HashSet (brokerCandidateCache); sorted here so hash order cannot decide (docs/how-we-know.md).
-        Set<String> candidates = new TreeSet<>(loadData.getBrokerData().keySet());
+        // Pulsar passes brokerCandidateCache, a HashSet filled in the available brokers' order: a fresh one here,
+        // filled in brokerData's order (the kernel mirrors its iteration: kernel/load_data_order.py).
+        Set<String> candidates = new java.util.HashSet<>();
+        candidates.addAll(loadData.getBrokerData().keySet());
         BundleData data = loadData.getBundleData().get(bundle);
         if (data == null) {
             data = new BundleData(10, 1000);
