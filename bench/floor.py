@@ -35,6 +35,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
 
 from lbreplay.kernel.config import PulsarConfig, short_class
+from lbreplay.kernel.java_hash_map import iteration_order
 from lbreplay.kernel.naming import format_range
 from lbreplay.kernel.version_profile import profile_for
 
@@ -414,7 +415,11 @@ class Floor:
         rows = np.flatnonzero((self.rep >= 0) & hit & (self.b_topics >= 2))
         if rows.size == 0:
             return []
-        rows = rows[np.lexsort((rows, self.rep[rows]))]
+        # BundleSplitterTask walks getBrokerData() (a ConcurrentHashMap: the JVM's order of the broker ids), then each
+        # broker's bundles by name; checkNamespaceBundleSplit walks the result, a HashMap (kernel.bundle_split)
+        rank = np.empty(len(self.ids), dtype=np.int64)
+        rank[[self.ids.index(b) for b in iteration_order(self.ids, "ConcurrentHashMap")]] = np.arange(len(self.ids))
+        rows = rows[np.lexsort((rows, rank[self.rep[rows]]))]
         counts = self._layout_counts()
         planned = np.zeros_like(counts)
         found = []
@@ -423,6 +428,8 @@ class Floor:
             if counts[ns] + planned[ns] < self.max_bundles:
                 found.append(row)
                 planned[ns] += 1
+        position = {name: k for k, name in enumerate(iteration_order(self.name(r) for r in found))}
+        found.sort(key=lambda r: position[self.name(r)])
         out: list[Decision] = []
         parents: list[tuple[int, int]] = []
         for row in found:
