@@ -25,7 +25,7 @@ def replay_on_the_timer(sample: Path, namespaces: list[str], with_leader: bool =
     from lbreplay.replay.records import RunSpec, StaticInputs
     from lbreplay.replay.tick_stream import leader_held_view
     from tests.live_audit.test_real_sample import _version_ticks
-    from tests.replay.recording import recorded_departures
+    from tests.replay.recording import recorded_departures, recorded_runs
 
     conf = typed_overrides(parse_broker_conf((sample / "broker.conf").read_text(encoding="utf-8")), path="broker.conf")
     rows = read_dumps(sample, sample.name).rows
@@ -36,11 +36,11 @@ def replay_on_the_timer(sample: Path, namespaces: list[str], with_leader: bool =
     replay = Replay(RunSpec(sample.name, sample.name, "observed", conf), static)
     hold = (int(replay.conf["loadBalancerReportUpdateMaxIntervalMinutes"]) + 1) * 60_000
     elected = sorted((int(r["ts"].timestamp() * 1000), r["broker"]) for r in rows["leader_election"])
-    runs = sorted(int(r["ts"].timestamp() * 1000) for r in rows["shedding_run"]) if logged_runs else None
+    runs, reads = recorded_runs(rows) if logged_runs else (None, None)
     ticks = list(leader_held_view(iter(_version_ticks(brokers, ids)), len(ids), hold,
                                   elections_ms=[t for t, _ in elected],
                                   leader_brokers=[b for _, b in elected] if with_leader else None, runs_ms=runs,
-                                  departures=recorded_departures(rows, ids)))
+                                  departures=recorded_departures(rows, ids), reads_ms=reads))
     return ticks, [d for obs in ticks for d in replay.step(obs).decisions]
 
 

@@ -114,11 +114,18 @@ def replay_results(sample: Path, mode: str, broker_conf: Path | None = None,
     replay = Replay(RunSpec(sample.name, sample.name, mode, conf), StaticInputs(ids, namespaces, calib))
     hold = (int(replay.conf["loadBalancerReportUpdateMaxIntervalMinutes"]) + 1) * 60_000
     elected = sorted((_ms(r["ts"]), r["broker"]) for r in rows["leader_election"])
-    runs = sorted(_ms(r["ts"]) for r in rows["shedding_run"])
+    runs, reads = recorded_runs(rows)
     ticks = leader_held_view(iter(version_ticks(rows, ids, namespaces)), len(ids), hold,
                              elections_ms=[t for t, _ in elected], leader_brokers=[b for _, b in elected],
-                             runs_ms=runs, departures=recorded_departures(rows, ids))
+                             runs_ms=runs, departures=recorded_departures(rows, ids), reads_ms=reads)
     return ids, [replay.step(obs) for obs in ticks]
+
+
+def recorded_runs(rows: dict[str, list[dict[str, Any]]]) -> tuple[list[int], list[int | None]]:
+    """The recording's ``shedding_run`` rows as the replay's stream holds them (``preparation.leader_timer``): the
+    logged runs in time order and, per run, the time of the reports its strategy read (``read_at``, or None)."""
+    logged = sorted((_ms(r["ts"]), None if r.get("read_at") is None else _ms(r["read_at"])) for r in rows["shedding_run"])
+    return [t for t, _ in logged], [r for _, r in logged]
 
 
 def recorded_departures(rows: dict[str, list[dict[str, Any]]], ids: list[str]) -> list[list[int]] | None:

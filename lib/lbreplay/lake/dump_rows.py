@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -372,11 +372,11 @@ def load_data_tombstones(root: Path, cluster: str, out: DumpRows) -> None:
         out.rows[BROKER_LOAD_DATA_EXT.name].append({"cluster": cluster, "ts": tick_of(int(f.stem)), "broker": broker})
 
 
-def shedding_run_rows(runs_ms: list[int], cluster: str, out: DumpRows, root: Path | None = None) -> None:
+def shedding_run_rows(runs_ms: list[int], cluster: str, out: DumpRows, lines: Sequence[str] = ()) -> None:
     """The leader's shedding runs in the dump's ``leader-decisions.log`` (:func:`logged_runs`) -> shedding_run rows;
-    ``read_at`` where the reports a run's strategy printed are older than those written before its lines
-    (``kernel.leader_election.run_read_times``, against the dump's ``broker_load`` rows: call after them)."""
-    lines = _leader_log_lines(root) if root is not None else []
+    ``read_at`` where the reports a run's strategy printed (in the log's ``lines``) are older than those written
+    before its lines (``kernel.leader_election.run_read_times``, against the dump's ``broker_load`` rows: call after
+    them)."""
     versions: dict[str, list[tuple[int, dict[str, str]]]] = {}
     for r in out.rows[BROKER_LOAD.name] if lines else ():
         usage = [r.get(f"{c}_usage") or 0.0 for c in RESOURCES]
@@ -393,14 +393,15 @@ def _epoch_ms(ts: datetime) -> int:
     return int(ts.timestamp()) * 1000 + ts.microsecond // 1000
 
 
-def _leader_log_lines(root: Path) -> list[str]:
+def leader_log_lines(root: Path) -> list[str]:
+    """The lines of the dump's ``leader-decisions.log`` (none without one)."""
     log = root / LEADER_LOG
     return log.read_text(encoding="utf-8", errors="replace").splitlines() if log.is_file() else []
 
 
 def logged_runs(root: Path) -> list[int]:
     """When the leader's shedding task ran, from the dump's leader log (empty without one)."""
-    return shedding_runs(_leader_log_lines(root))
+    return shedding_runs(leader_log_lines(root))
 
 
 def timer_start(elected_ms: int, runs_ms: list[int], until_ms: int | None = None) -> int:

@@ -78,14 +78,15 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
+from lbreplay.collect.leader_log import shedding_runs
 from lbreplay.errors import InvalidInputError, UsageError
 from lbreplay.lake.dump_rows import (
     INGEST_TABLES,
     DumpRows,
     broker_departures,
     leader_elections,
+    leader_log_lines,
     load_data_tombstones,
-    logged_runs,
     parse_file,
     shedding_run_rows,
     topic_stats_rows,
@@ -128,9 +129,10 @@ def read_dumps(source: str | Path, cluster: str) -> DumpRows:
         raise InvalidInputError(
             f"{source}: mixes the modular load manager's reports ({first[MODULAR_FAMILY]}) and the extensible one's "
             f"({first[EXTENSIBLE_FAMILY]}); a cluster runs one load manager: ingest each tree as its own --cluster")
-    runs = logged_runs(root)  # the leader's log, read once: its runs time the timer and the audit's ticks
+    lines = leader_log_lines(root)  # the leader's log, read once: its runs time the timer and the audit's ticks
+    runs = shedding_runs(lines)
     leader_elections(root, cluster, out, runs)
-    shedding_run_rows(runs, cluster, out, root)  # after the reports: a run's printed reports are among them
+    shedding_run_rows(runs, cluster, out, lines)  # after the reports: a run's printed reports are among them
     load_data_tombstones(root, cluster, out)
     topic_stats_rows(root, cluster, out)  # after the reports: topics are stamped at their times
     broker_departures(root, cluster, out)

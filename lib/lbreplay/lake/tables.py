@@ -309,16 +309,14 @@ def conform(df: Any, table: Table) -> Any:
 
 
 def replace_partitions(spark: Any, lake: str, table: Table, df: Any, where: str) -> None:
-    """Atomically replace the rows matching ``where`` (e.g. ``cluster = 'c1'``) with ``df``: one Delta commit. A
-    column the table gained since the lake was made is added to it (``mergeSchema``; ``conform`` writes exactly the
-    registry's columns, so nothing else can change)."""
+    """Atomically replace the rows matching ``where`` (e.g. ``cluster = 'c1'``) with ``df``: one Delta commit (a
+    column the table gained since the lake was made is added first, by :func:`ensure_table`)."""
     ensure_table(spark, lake, table)
     (
         conform(df, table)
         .write.format("delta")
         .mode("overwrite")
         .option("replaceWhere", where)
-        .option("mergeSchema", "true")
         .save(table_location(lake, table.name))
     )
 
