@@ -125,3 +125,21 @@ def test_top_bundles_store_layout() -> None:
     assert list(top.entries(0)) == [0, 1] and top.count(1) == 0 and top.count(2) == 0
     assert top.present.tolist() == [True, False, True]
     assert top.throughput.tolist() == [3.0, 11.0] and top.topics.tolist() == [0, 9]
+
+
+def test_a_removed_brokers_entry_is_gone_and_the_others_stay() -> None:
+    """``ServiceUnitStateChannelImpl.doCleanup`` removes a deleted broker's ``TopBundlesLoadData`` entry
+    (``LoadDataStore.removeAsync``): no list at all for it (not an empty one), every other list unchanged."""
+    from lbreplay.kernel.extensible.top_k_bundles import TopBundlesLoadData
+
+    a = [("t/n/0x00000000_0x40000000", [1.0, 2.0, 3.0, 4.0, 5, 6, 7, 8])]
+    c = [("t/n/0x80000000_0xc0000000", [9.0, 1.0, 2.0, 3.0, 4, 5, 6, 7]), ("t/n/0xc0000000_0xffffffff", [0.5] * 8)]
+    b = [("t/n/0x40000000_0x80000000", [2.0] * 8)]
+    store = TopBundlesLoadData.from_lists([a, b, c, None])
+    got = store.without(np.array([1]))
+    want = TopBundlesLoadData.from_lists([a, None, c, None])
+    assert got.names == want.names and got.offsets.tolist() == want.offsets.tolist()
+    assert got.present.tolist() == [True, False, True, False]
+    for field in ("stats", "topics", "consumer_count", "producer_count", "cache_size"):
+        assert np.array_equal(getattr(got, field), getattr(want, field)), field
+    assert store.present.tolist() == [True, True, True, False]  # the store it came from is left as it was

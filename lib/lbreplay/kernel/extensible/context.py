@@ -76,14 +76,7 @@ class ExtensibleContext:
         self.available[rows] = False
         self.has_load_data[rows] = False
         self.load.clear(rows)
-        top, gone = self.top, set(rows.tolist())
-        lists: list[list[tuple[str, list[float]]] | None] = []
-        for b in range(len(top.present)):
-            span = range(int(top.offsets[b]), int(top.offsets[b + 1]))
-            lists.append(None if b in gone or not top.present[b] else [
-                (top.names[k], [*top.stats[k].tolist(), float(top.topics[k]), float(top.consumer_count[k]),
-                                float(top.producer_count[k]), float(top.cache_size[k])]) for k in span])
-        self.top = TopBundlesLoadData.from_lists(lists)
+        self.top = self.top.without(rows)
         self.anti_affinity_memo.clear()
 
     def is_owner(self, bundle: str, broker: int) -> bool:

@@ -238,6 +238,17 @@ class TopBundlesLoadData:
     def __len__(self) -> int:
         return len(self.names)
 
+    def without(self, brokers: np.ndarray) -> "TopBundlesLoadData":
+        """The store with no entry for the broker rows ``brokers`` (``LoadDataStore.removeAsync``), the other
+        brokers' lists as they are."""
+        gone = np.zeros(len(self.present), dtype=bool)
+        gone[np.asarray(brokers, dtype=np.int64)] = True
+        counts = np.where(gone, 0, np.diff(self.offsets))
+        keep = np.flatnonzero(np.repeat(~gone, np.diff(self.offsets)))
+        return TopBundlesLoadData([self.names[k] for k in keep.tolist()], self.stats[keep], self.topics[keep],
+                                  self.consumer_count[keep], self.producer_count[keep], self.cache_size[keep],
+                                  np.concatenate([[0], np.cumsum(counts)]).astype(np.int64), self.present & ~gone)
+
     def entries(self, broker: int) -> range:
         """Entry indices of ``broker``'s list, in list order."""
         return range(int(self.offsets[broker]), int(self.offsets[broker + 1]))
