@@ -54,6 +54,33 @@ def test_decisions_after_the_recordings_last_tick_are_not_audited() -> None:
     assert after_the_recording([late_unload], last, {}, "broker_load") == ([late_unload], [])  # no election: no timer
 
 
+def test_an_unload_whose_run_reads_after_the_last_tick_is_not_audited() -> None:
+    """The fresh-clone CI's trimmed modular run: the leader's timer minute 17:11:42.861 came before the recording's
+    last report tick (17:11:43.138, a ``lastUpdate``), but its logged run started at 17:11:43.240 and read a report
+    written after that tick. ``with_leader_timer`` puts the run's tick there, after the stream's last tick, so the
+    audit has no such run: its unload is not audited. A run that read before the last tick is (``read_at``)."""
+    from datetime import UTC, datetime
+
+    from lbreplay.collect.leader_log import Decision
+    from lbreplay.live_audit.audit_check import after_the_recording
+
+    def ts(ms: int) -> datetime:
+        return datetime.fromtimestamp(ms // 1000, UTC).replace(microsecond=ms % 1000 * 1000)
+
+    start = 1795885422861  # 17:03:42.861, the election; its minutes are at :42.861
+    last = 1795885903138  # 17:11:43.138
+    run = 1795885903240
+    unload = Decision(run + 5, "UNLOAD", "lb/hot/0x70000000_0x74000000", "127.0.0.1:18081", "127.0.0.1:18083")
+    earlier = Decision(run - 480_000 + 5, "UNLOAD", "lb/hot/0x30000000_0x40000000", "127.0.0.1:18083")
+    rows = {"leader_election": [{"ts": ts(start)}],
+            "shedding_run": [{"ts": ts(run - 480_000), "read_at": None}, {"ts": ts(run), "read_at": None}]}
+    assert after_the_recording([earlier, unload], last, rows, "broker_load") == ([earlier], [unload])
+    rows["shedding_run"][1]["read_at"] = ts(last - 20)  # it read the reports held before the last tick
+    assert after_the_recording([earlier, unload], last, rows, "broker_load") == ([earlier, unload], [])
+    late = {**rows, "shedding_run": [{"ts": ts(start + 480_000 + 31_000), "read_at": None}]}  # > 30 s: not this run
+    assert after_the_recording([unload], last, late, "broker_load") == ([unload], [])
+
+
 def test_verdict_counts_decisions_only_the_audit_made() -> None:
     """A comparison passes only with the leader's decisions matched (>= the bar), every audit-only decision
     explained and the timer checks clean: the 15-minute extensible run whose bookie turned read-only matched the

@@ -164,32 +164,51 @@ def owner_kept_cause(d: Decision, kept_lines: list[tuple[int, str, str]]) -> dic
 
 def after_the_recording(leader: list[Decision], last_tick_ms: int | None, rows: dict[str, list[dict[str, Any]]],
                         broker_table: str) -> tuple[list[Decision], list[Decision]]:
-    """(the leader's decisions the audit could make, those it could not): a decision of a timed run whose timer
-    minute (from the ingested ``leader_election`` rows) comes after the recording's last report tick, where the
-    audit's timer ticks stop. An UNLOAD's run is at or after its timer minute (``LoadSheddingTask`` lags behind its
-    timer, ``UnloadScheduler`` runs at a fixed rate). An extensible recording's SPLIT comes from its owner's own
+    """(the leader's decisions the audit could make, those it could not): a decision of a timed run whose audit
+    tick comes after the recording's last report tick, where the audit's timer ticks stop
+    (``tick_stream.with_leader_timer``). An UNLOAD's run is at or after its timer minute (``LoadSheddingTask`` lags
+    behind its timer, ``UnloadScheduler`` runs at a fixed rate); where the ingested ``shedding_run`` rows log that
+    run (within 30 s of the minute), its tick is at the run's read of ``LoadData`` (``read_at``) or its start, else
+    at the minute (``leader_election.at_logged_runs``). An extensible recording's SPLIT comes from its owner's own
     ``SplitScheduler``, whose timer started with that broker (not recorded; seconds from the leader's): the audit
     checks splits at the leader's timer minutes, so the split goes with the nearest one."""
     if last_tick_ms is None:
         return leader, []
-    starts = sorted(int(r["ts"].timestamp() * 1000) for r in rows.get("leader_election", []))
+    starts = sorted(_ms(r["ts"]) for r in rows.get("leader_election", []))
+    runs = sorted(((_ms(r["ts"]), _ms(r["read_at"]) if r.get("read_at") is not None else None)
+                   for r in rows.get("shedding_run", [])), key=lambda r: r[0])
     timed_splits = broker_table != "broker_load"
     kept: list[Decision] = []
     beyond: list[Decision] = []
     for d in leader:
         start = max((t for t in starts if t <= d.at_ms), default=None)
-        minute = None
+        tick = None
         if start is not None and d.action == "UNLOAD":
-            minute = start + (d.at_ms - start) // 60_000 * 60_000
+            tick = _run_tick(start + (d.at_ms - start) // 60_000 * 60_000, runs)
         elif start is not None and d.action == "SPLIT" and timed_splits:  # the owner's timer: the nearest minute
-            minute = start + (d.at_ms - start + 30_000) // 60_000 * 60_000
-        (beyond if minute is not None and minute > last_tick_ms else kept).append(d)
+            tick = start + (d.at_ms - start + 30_000) // 60_000 * 60_000
+        (beyond if tick is not None and tick > last_tick_ms else kept).append(d)
     return kept, beyond
+
+
+def _run_tick(minute: int, runs: list[tuple[int, int | None]]) -> int:
+    """The audit's tick of the shedding run of a timer ``minute``: the logged run within 30 s after it, at its read
+    (or its start), else the minute (``leader_election.at_logged_runs``)."""
+    i = bisect.bisect_left(runs, minute, key=lambda r: r[0])
+    if i < len(runs) and runs[i][0] - minute < LOGGED_RUN_WITHIN_MS:
+        run, read = runs[i]
+        return run if read is None else read
+    return minute
+
+
+def _ms(ts: Any) -> int:
+    return int(ts.timestamp()) * 1000 + ts.microsecond // 1000
 
 
 def _not_audited(d: Decision) -> dict[str, Any]:
     return {"at": _iso(d.at_ms), "action": d.action, "bundle": d.bundle, "source": d.source,
-            "cause": "its timer minute comes after the recording's last report tick: no audited run"}
+            "cause": "its run (its read of LoadData, or its timer minute) comes after the recording's last "
+                     "report tick: no audited run"}
 
 
 def _iso(ms: int) -> str:
