@@ -22,9 +22,11 @@ SAMPLES = REPO / "data" / "samples"
 
 # What each consumer iterated before the registry (the lists it spelled out), in their order: no behaviour change.
 VALIDATED_ORDER = ("broker_load", "bundle_load", "topic_load", "namespace_policy", "bundle_data", "broker_time_average",
-                   "broker_load_data_ext", "top_bundles_load_data", "leader_election", "shedding_run", "broker_departure")
+                   "broker_load_data_ext", "top_bundles_load_data", "top_bundles_publication", "leader_election",
+                   "shedding_run", "broker_departure")
 INGESTED_ORDER = ("broker_load", "bundle_load", "topic_load", "bundle_data", "broker_time_average",
-                  "broker_load_data_ext", "top_bundles_load_data", "leader_election", "shedding_run", "broker_departure")
+                  "broker_load_data_ext", "top_bundles_load_data", "top_bundles_publication", "leader_election",
+                  "shedding_run", "broker_departure")
 DESIGN_INPUTS = ("broker_load", "bundle_load", "topic_load", "namespace_policy")
 OUTPUTS = ("runs", "ownership", "decisions", "broker_ticks", "run_metrics")
 
@@ -35,7 +37,7 @@ def _names(selection: Any) -> tuple[str, ...]:
 
 def test_each_table_is_registered_once_inputs_then_derived_then_outputs() -> None:
     names = _names(registry.REGISTRY)
-    assert len(names) == len(set(names)) == 18
+    assert len(names) == len(set(names)) == 19
     assert registry.REGISTRY == (*registry.INPUTS, *registry.DERIVED_TABLES, *registry.OUTPUTS)
     assert _names(registry.DERIVED_TABLES) == ("quarantine", "validation_runs")
     assert _names(registry.OUTPUTS) == OUTPUTS
@@ -130,6 +132,7 @@ def test_each_dump_source_fills_exactly_the_tables_declaring_it(tmp_path: Path) 
                                                         dump_rows.broker_departures(_absent(tmp_path), "c", out))),
         (dump_tree.LEADER_LOG_KIND, lambda out: dump_rows.shedding_run_rows(dump_rows.logged_runs(real), "c", out)),
         (dump_tree.TOMBSTONE_KIND, lambda out: dump_rows.load_data_tombstones(real, "c", out)),
+        (dump_tree.TOP_BUNDLES_TOMBSTONE_KIND, lambda out: dump_rows.top_bundles_tombstones(real, "c", out)),
         (dump_tree.TOPIC_STATS_KIND, lambda out: dump_rows.topic_stats_rows(real, "c", out, [dump_tree.tick_of(T_TOPICS)])),
     ):
         out = dump_rows.DumpRows()

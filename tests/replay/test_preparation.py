@@ -57,3 +57,33 @@ def test_extensible_versions_are_the_latest_of_both_stores(spark: Any) -> None:
         (B2, 30, "t/n/0x80000000_0xffffffff"),  # B2 had no list before 30 s
     ]
     assert {_s(r["last_update"]) for r in brokers.collect() if r["broker"] == B2} == {12, 30}
+
+
+@pytest.mark.spark
+def test_a_top_bundles_tombstone_clears_the_leaders_list_until_the_next(spark: Any) -> None:
+    """The committed overshed recording (data/samples/real-extensible-overshed): 18081 tombstoned its
+    TopBundlesLoadData (``TopBundleLoadDataReporter.tombstone``) 1.5 s before the leader's run and published its
+    next list 50 s later. Each version from the tombstone (a version of its own) until that list says
+    ``top_bundles_cleared`` 1 -- the leader's TransferShedder reads no bundle of it -- and keeps the last list as the
+    broker's held bundles; an empty list clears it too; a lake without the publications clears nothing."""
+    from lbreplay.lake.dump_tables import BROKER_LOAD_DATA_EXT, TOP_BUNDLES_LOAD_DATA, TOP_BUNDLES_PUBLICATION
+    from lbreplay.lake.ingest import rows_frame
+    from lbreplay.replay.preparation import extensible_report_versions
+
+    load_rows = [{"cluster": "c", "ts": _ts(s), "broker": B1, "weighted_max_ema": 0.2, "cpu_usage": 10.0,
+                  "cpu_limit": 100.0, "updated_at": _ts(s)} for s in (10, 66, 80)]
+    top_rows = [{"cluster": "c", "ts": _ts(s), "broker": B1, "position": 0, "bundle": f"t/n/{b}", "namespace": "t/n"}
+                for s, b in ((5, "0x00000000_0x80000000"), (115, "0x80000000_0xffffffff"))]
+    pubs = [{"cluster": "c", "ts": _ts(s), "broker": B1, "listed": n}
+            for s, n in ((5, 1), (65, None), (115, 1), (120, 0))]
+    brokers, bundles = extensible_report_versions(rows_frame(spark, BROKER_LOAD_DATA_EXT, load_rows),
+                                                  rows_frame(spark, TOP_BUNDLES_LOAD_DATA, top_rows),
+                                                  rows_frame(spark, TOP_BUNDLES_PUBLICATION, pubs))
+    got = sorted((_s(r["ts"]), r["top_bundles_cleared"]) for r in brokers.collect())
+    assert got == [(10, 0.0), (65, 1.0), (66, 1.0), (80, 1.0), (115, 0.0), (120, 1.0)]
+    held = sorted((_s(r["ts"]), r["bundle"][4:]) for r in bundles.collect())
+    assert held == [(10, "0x00000000_0x80000000"), *[(s, "0x00000000_0x80000000") for s in (65, 66, 80)],
+                    (115, "0x80000000_0xffffffff"), (120, "0x80000000_0xffffffff")]
+    brokers, _ = extensible_report_versions(rows_frame(spark, BROKER_LOAD_DATA_EXT, load_rows),
+                                            rows_frame(spark, TOP_BUNDLES_LOAD_DATA, top_rows))
+    assert {r["top_bundles_cleared"] for r in brokers.collect()} == {0.0}

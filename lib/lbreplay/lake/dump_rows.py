@@ -27,6 +27,7 @@ from lbreplay.lake.dump_tables import (
     LEADER_ELECTION,
     SHEDDING_RUN,
     TOP_BUNDLES_LOAD_DATA,
+    TOP_BUNDLES_PUBLICATION,
 )
 from lbreplay.lake.dump_tree import (
     BROKER_LOAD_DATA,
@@ -217,7 +218,10 @@ def _top_bundles(node: JsonObject, src: DumpSource, cluster: str, out: DumpRows)
     """TopBundlesLoadData -> one top_bundles_load_data row per listed bundle (list order kept as ``position``)."""
     broker = broker_id(node, src, urls=False)
     ts, _ = snapshot_tick(node, src, None)
-    for i, entry in enumerate(node.objects("topBundlesLoadData")):
+    listed = list(node.objects("topBundlesLoadData"))
+    out.rows[TOP_BUNDLES_PUBLICATION.name].append({"cluster": cluster, "ts": ts, "broker": broker,
+                                                   "listed": len(listed)})
+    for i, entry in enumerate(listed):
         name = entry.str_("bundleName")
         assert name is not None
         stats = entry.obj("stats")
@@ -362,14 +366,29 @@ def load_data_tombstones(root: Path, cluster: str, out: DumpRows) -> None:
     rows whose load columns and ``updated_at`` are null: the broker removed its BrokerLoadData
     (``BrokerLoadDataReporter.tombstone`` when a bundle leaves or reaches it), so the leader has none of it until
     its next report (TransferShedder: ``NoLoadData``)."""
-    base = root / "extensible" / "broker-load-data"
+    for ms, broker in _tombstones(root, "broker-load-data"):
+        out.rows[BROKER_LOAD_DATA_EXT.name].append({"cluster": cluster, "ts": tick_of(ms), "broker": broker})
+
+
+def top_bundles_tombstones(root: Path, cluster: str, out: DumpRows) -> None:
+    """``collect``'s ``extensible/top-bundles-load-data/<host_port>/<publish ms>.tombstone`` files ->
+    top_bundles_publication rows with ``listed`` null: the broker removed its TopBundlesLoadData
+    (``TopBundleLoadDataReporter.tombstone`` when a bundle leaves or reaches it), so the leader's TransferShedder
+    reads none of its bundles until its next list."""
+    for ms, broker in _tombstones(root, "top-bundles-load-data"):
+        out.rows[TOP_BUNDLES_PUBLICATION.name].append({"cluster": cluster, "ts": tick_of(ms), "broker": broker})
+
+
+def _tombstones(root: Path, kind: str) -> Iterator[tuple[int, str]]:
+    """(publish ms, broker) of each ``extensible/<kind>/<host_port>/<ms>.tombstone`` file under ``root``."""
+    base = root / "extensible" / kind
     for f in sorted(base.glob("*/*.tombstone")) if base.is_dir() else ():
         if not f.stem.isdigit():
             raise InvalidInputError(f"{f}: a tombstone's name is its publish time in epoch ms (<ms>.tombstone)")
-        broker = broker_from_path(f.relative_to(root), root)  # as the broker's BrokerLoadData files are named
+        broker = broker_from_path(f.relative_to(root), root)  # as the broker's own files are named
         if broker is None:
             raise InvalidInputError(f"{f}: no broker id: no host_port (or host:port) in the path")
-        out.rows[BROKER_LOAD_DATA_EXT.name].append({"cluster": cluster, "ts": tick_of(int(f.stem)), "broker": broker})
+        yield int(f.stem), broker
 
 
 def shedding_run_rows(runs_ms: list[int], cluster: str, out: DumpRows, lines: Sequence[str] = ()) -> None:

@@ -8,6 +8,7 @@ the ``lbreplay`` database, input tables partitioned by ``cluster`` and ``date``)
 - ``broker_load_data_ext`` — the extensible load manager's ``BrokerLoadData``
   (``org.apache.pulsar.broker.loadbalance.extensions.data.BrokerLoadData``).
 - ``top_bundles_load_data`` — the extensible load manager's ``TopBundlesLoadData`` (one row per listed bundle).
+- ``top_bundles_publication`` — each ``TopBundlesLoadData`` message: its list's length, or a tombstone.
 - ``leader_election`` — each election of the load manager's leader (``/loadbalance/leader``, or
   ``/loadbalance/extension/leader`` for the extensible one, recorded by ``collect``): it starts the leader's
   shedding timer (:mod:`lbreplay.kernel.leader_election`).
@@ -27,6 +28,7 @@ from lbreplay.lake.dump_tree import (
     TIME_AVERAGE_BROKER_DATA,
     TOMBSTONE_KIND,
     TOP_BUNDLES_KIND,
+    TOP_BUNDLES_TOMBSTONE_KIND,
 )
 from lbreplay.lake.tables import (
     BUNDLE_STATS_COLUMNS,
@@ -159,6 +161,23 @@ TOP_BUNDLES_LOAD_DATA = Table(
     validated=True, replayed=True, dump_kinds=(TOP_BUNDLES_KIND,),
 )
 
+TOP_BUNDLES_PUBLICATION = Table(
+    "top_bundles_publication",
+    (
+        _c("cluster", "STRING", "cluster name", False),
+        _c("ts", "TIMESTAMP", "when the broker published it (UTC, ms): the message's publish time", False),
+        _c("broker", "STRING", "publishing broker id host:port", False),
+        _c("listed", "INT", "how many bundles its list holds (0: an empty list); null: a tombstone, the broker removed "
+           "its entry (TopBundleLoadDataReporter.tombstone, when a bundle leaves or reaches it)"),
+        _DATE,
+    ),
+    ("cluster", "date"),
+    ("cluster", "ts", "broker"),
+    "Each TopBundlesLoadData message (loadbalancer-top-bundles-load-data), its list's length or its removal: "
+    "from then until the broker's next list, the leader's TransferShedder reads none of its bundles.",
+    validated=True, replayed=True, dump_kinds=(TOP_BUNDLES_KIND, TOP_BUNDLES_TOMBSTONE_KIND),
+)
+
 LEADER_ELECTION = Table(
     "leader_election",
     (
@@ -231,6 +250,6 @@ VALIDATION_RUNS = Table(
 
 #: The tables this module declares, in the registry's order (:mod:`lbreplay.lake.registry`).
 TABLES: tuple[Table, ...] = (BUNDLE_DATA, BROKER_TIME_AVERAGE, BROKER_LOAD_DATA_EXT, TOP_BUNDLES_LOAD_DATA,
-                             LEADER_ELECTION, SHEDDING_RUN, BROKER_DEPARTURE, VALIDATION_RUNS)
+                             TOP_BUNDLES_PUBLICATION, LEADER_ELECTION, SHEDDING_RUN, BROKER_DEPARTURE, VALIDATION_RUNS)
 DUMP_TABLES: dict[str, Table] = {t.name: t for t in TABLES if t.role == INPUT}
 """Input tables written by ``lbreplay ingest`` in addition to ``broker_load`` and ``bundle_load``."""

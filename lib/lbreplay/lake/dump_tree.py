@@ -22,14 +22,16 @@ TOP_BUNDLES_KIND = "TopBundlesLoadData"
 KINDS = (LOCAL_BROKER_DATA, BUNDLE_DATA_KIND, TIME_AVERAGE_BROKER_DATA, BROKER_LOAD_DATA, TOP_BUNDLES_KIND)
 #: The dump's other sources (files at fixed paths, not detected by content): ``collect``'s record of znode versions
 #: (``lbreplay.collect.layout``: the leader's elections), the leader's log (its shedding runs), and the extensible
-#: BrokerLoadData tombstones ``collect`` records (``extensible/broker-load-data/<host_port>/<ms>.tombstone``).
+#: BrokerLoadData and TopBundlesLoadData tombstones ``collect`` records (``extensible/<kind>/<host_port>/<ms>.tombstone``).
 METADATA_VERSIONS_KIND = "collect/metadata-versions.jsonl"
 LEADER_LOG_KIND = "leader-decisions.log"
 TOMBSTONE_KIND = "BrokerLoadData tombstone"
+TOP_BUNDLES_TOMBSTONE_KIND = "TopBundlesLoadData tombstone"
 #: ``collect``'s polls of ``/admin/v2/broker-stats/topics`` (``collect/admin/*.jsonl``, source "topics")
 TOPIC_STATS_KIND = "collect/admin topics"
 #: Every source a table can be ingested from (a table's ``dump_kinds``, :mod:`lbreplay.lake.registry`).
-DUMP_SOURCES = (*KINDS, METADATA_VERSIONS_KIND, LEADER_LOG_KIND, TOMBSTONE_KIND, TOPIC_STATS_KIND)
+DUMP_SOURCES = (*KINDS, METADATA_VERSIONS_KIND, LEADER_LOG_KIND, TOMBSTONE_KIND, TOP_BUNDLES_TOMBSTONE_KIND,
+                TOPIC_STATS_KIND)
 
 #: TimeAverageBrokerData's fields: column -> JSON name.
 TIME_AVERAGE_FIELDS = {

@@ -54,6 +54,7 @@ from lbreplay.lake.dump_tables import (
     LEADER_ELECTION,
     SHEDDING_RUN,
     TOP_BUNDLES_LOAD_DATA,
+    TOP_BUNDLES_PUBLICATION,
 )
 from lbreplay.lake.registry import VALIDATED
 from lbreplay.lake.storage import is_large
@@ -456,6 +457,10 @@ SUITES: dict[str, tuple[Rule, ...]] = {
         *_non_negative(*_STATS),
         *_finite(TOP_BUNDLES_LOAD_DATA),
         Rule("reporting_broker_alive", "flag", ("broker",), build=_alive_builder(BROKER_LOAD_DATA_EXT, within_minutes=30)),
+    ),
+    TOP_BUNDLES_PUBLICATION.name: (
+        *_key_rules(TOP_BUNDLES_PUBLICATION),
+        *_non_negative("listed"),
     ),
     LEADER_ELECTION.name: (
         *_key_rules(LEADER_ELECTION),

@@ -89,6 +89,7 @@ from lbreplay.lake.dump_rows import (
     load_data_tombstones,
     parse_file,
     shedding_run_rows,
+    top_bundles_tombstones,
     topic_stats_rows,
 )
 from lbreplay.lake.dump_tables import LEADER_ELECTION
@@ -134,6 +135,7 @@ def read_dumps(source: str | Path, cluster: str) -> DumpRows:
     leader_elections(root, cluster, out, runs)
     shedding_run_rows(runs, cluster, out, lines)  # after the reports: a run's printed reports are among them
     load_data_tombstones(root, cluster, out)
+    top_bundles_tombstones(root, cluster, out)
     topic_stats_rows(root, cluster, out)  # after the reports: topics are stamped at their times
     broker_departures(root, cluster, out)
     return out

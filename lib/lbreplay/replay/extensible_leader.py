@@ -149,7 +149,9 @@ class ExtensibleLeader:
 
     def _publish_recorded(self, view: LoadView, ownership: Ownership) -> None:
         """Audit of an extensible recording: the store holds each held broker's latest BrokerLoadData and top
-        bundles list as recorded (``BrokerLoadDataReporter`` / ``TopBundleLoadDataReporter`` published them)."""
+        bundles list as recorded (``BrokerLoadDataReporter`` / ``TopBundleLoadDataReporter`` published them); none
+        of a broker whose last TopBundlesLoadData message removed its entry (``TopBundleLoadDataReporter.tombstone``)
+        or listed nothing, until its next list."""
         rec = view.recorded
         assert rec is not None
         self.published.clear(np.flatnonzero(view.alive & np.isnan(rec["updated_at_ms"])))  # tombstoned: no load data
@@ -166,7 +168,11 @@ class ExtensibleLeader:
             return
         lb, li, lv = view.listings  # each broker's entries in its published list's order
         names = ownership.layout.names
+        cleared = rec.get("top_bundles_cleared")
         for b in w.tolist():
+            if cleared is not None and cleared[b] == 1:  # its entry removed (a tombstone) or its list empty
+                self.top_lists[b] = None
+                continue
             mine = np.flatnonzero(lb == b)
             self.top_lists[b] = [(names[li[i]], [*lv[i, :4].tolist(), float(lv[i, TOPICS]), float(lv[i, SESSIONS]),
                                                  0.0, 0.0]) for i in mine]

@@ -37,6 +37,7 @@ from lbreplay.lake.dump_tables import (
     LEADER_ELECTION,
     SHEDDING_RUN,
     TOP_BUNDLES_LOAD_DATA,
+    TOP_BUNDLES_PUBLICATION,
 )
 from lbreplay.lake.storage import (
     path_exists,
@@ -75,9 +76,9 @@ def input_versions(spark: SparkSession, lake: str, cluster: str) -> dict[str, in
     (the leader's stored BundleData, :mod:`~lbreplay.replay.stored_bundle_data`), ``leader_election`` (the
     leader's shedding timer, :mod:`~lbreplay.kernel.leader_election`), ``shedding_run`` (its runs its log shows)
     ``broker_departure`` (brokers whose znode was deleted) and the extensible load manager's
-    ``broker_load_data_ext`` / ``top_bundles_load_data`` included."""
+    ``broker_load_data_ext`` / ``top_bundles_load_data`` / ``top_bundles_publication`` included."""
     extra = {t.name: t for t in (BUNDLE_DATA, LEADER_ELECTION, SHEDDING_RUN, BROKER_DEPARTURE, BROKER_LOAD_DATA_EXT,
-                                 TOP_BUNDLES_LOAD_DATA)}
+                                 TOP_BUNDLES_LOAD_DATA, TOP_BUNDLES_PUBLICATION)}
     return {name: v for name, table in {**tables.INPUT_TABLES, **extra}.items()
             if (v := delta_version(spark, lake, table)) is not None}
 
@@ -140,25 +141,37 @@ def broker_rows_per_tick(partitions: int, columns: tuple[str, ...] = BROKER_COLU
     return step
 
 
-def extensible_report_versions(load_data: DataFrame, top_bundles: DataFrame) -> tuple[DataFrame, DataFrame]:
+def extensible_report_versions(load_data: DataFrame, top_bundles: DataFrame, publications: DataFrame | None = None
+                               ) -> tuple[DataFrame, DataFrame]:
     """An extensible recording as report versions: a broker's ``BrokerLoadData`` and ``TopBundlesLoadData`` are
     published on their own (``BrokerLoadDataReporter``, ``TopBundleLoadDataReporter``); at each time either is,
     the broker's version is its latest of both (an as-of join per broker). Returns (``broker_load``-shaped rows
     with the recorded BrokerLoadData as :data:`RECORDED_LOAD_DATA`, ``bundle_load``-shaped rows: the latest top
     bundles list of each version, with its ``position``). Times before a broker's first BrokerLoadData have no
-    version (the leader has no load data for it)."""
-    published = (load_data.select("broker", "ts", F.lit(1).alias("load"), F.lit(0).alias("top"))
-                 .unionByName(top_bundles.select("broker", "ts", F.lit(0).alias("load"), F.lit(1).alias("top")))
-                 .groupBy("broker", "ts").agg(F.max("load").alias("load"), F.max("top").alias("top")))
+    version (the leader has no load data for it). With ``publications`` (``top_bundles_publication``), a version
+    whose latest TopBundlesLoadData message is a tombstone or an empty list says so (``top_bundles_cleared`` 1: the
+    leader's store has no bundles of that broker) and keeps the broker's last list as its held bundles."""
+    events = (load_data.select("broker", "ts", F.lit(1).alias("load"), F.lit(0).alias("top"),
+                               F.lit(None).cast("int").alias("cleared"))
+              .unionByName(top_bundles.select("broker", "ts", F.lit(0).alias("load"), F.lit(1).alias("top"),
+                                              F.lit(None).cast("int").alias("cleared"))))
+    if publications is not None:
+        cleared = F.when(F.coalesce(F.col("listed"), F.lit(0)) == 0, 1).otherwise(0)
+        events = events.unionByName(publications.select("broker", "ts", F.lit(0).alias("load"), F.lit(0).alias("top"),
+                                                        cleared.alias("cleared")))
+    published = events.groupBy("broker", "ts").agg(F.max("load").alias("load"), F.max("top").alias("top"),
+                                                    F.min("cleared").alias("cleared"))
     upto = Window.partitionBy("broker").orderBy("ts").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     times = published.select(
         "broker", "ts",
         F.last(F.when(F.col("load") == 1, F.col("ts")), ignorenulls=True).over(upto).alias("load_ts"),
         F.last(F.when(F.col("top") == 1, F.col("ts")), ignorenulls=True).over(upto).alias("top_ts"),
+        F.coalesce(F.last("cleared", ignorenulls=True).over(upto), F.lit(0)).cast("double")
+        .alias("top_bundles_cleared"),
     ).where(F.col("load_ts").isNotNull())
     recorded = load_data.select(
         "broker", F.col("ts").alias("load_ts"), *[F.col(f"{r}_{k}") for r in tables.RESOURCES for k in ("usage", "limit")],
-        *[F.col(c) for c in RECORDED_LOAD_DATA if c not in ("updated_at_ms", "reported_at_ms")],
+        *[F.col(c) for c in RECORDED_LOAD_DATA if c not in ("updated_at_ms", "reported_at_ms", "top_bundles_cleared")],
         F.unix_millis("updated_at").alias("updated_at_ms"),  # null: a tombstone (the broker removed its entry)
         F.coalesce(F.unix_millis("reported_at"), F.lit(0)).alias("reported_at_ms"),
     )
@@ -166,7 +179,8 @@ def extensible_report_versions(load_data: DataFrame, top_bundles: DataFrame) -> 
     brokers = times.join(recorded, on=["broker", "load_ts"]).withColumn("last_update", F.col("ts")) \
         .drop("load_ts", "top_ts")
     listed = top_bundles.withColumnRenamed("ts", "top_ts").drop("cluster", "date")
-    bundles = times.where(F.col("top_ts").isNotNull()).join(listed, on=["broker", "top_ts"]).drop("load_ts", "top_ts")
+    bundles = times.where(F.col("top_ts").isNotNull()).join(listed, on=["broker", "top_ts"]) \
+        .drop("load_ts", "top_ts", "top_bundles_cleared")
     return brokers, bundles
 
 
@@ -356,8 +370,11 @@ def read_reports(spark: SparkSession, lake: str, cluster: str, versions: dict[st
     if not extensible:
         return (read_pinned(spark, lake, "broker_load", versions, cluster, window),
                 read_pinned(spark, lake, "bundle_load", versions, cluster, window))
+    publications = (read_pinned(spark, lake, TOP_BUNDLES_PUBLICATION.name, versions, cluster, window)
+                    if TOP_BUNDLES_PUBLICATION.name in versions else None)  # a lake made before the table: none
     return extensible_report_versions(read_pinned(spark, lake, BROKER_LOAD_DATA_EXT.name, versions, cluster, window),
-                                      read_pinned(spark, lake, TOP_BUNDLES_LOAD_DATA.name, versions, cluster, window))
+                                      read_pinned(spark, lake, TOP_BUNDLES_LOAD_DATA.name, versions, cluster, window),
+                                      publications)
 
 
 def read_with_lead_in(spark: SparkSession, lake: str, cluster: str, versions: dict[str, int],

@@ -12,14 +12,15 @@ import pyarrow.dataset as ds
 from lbreplay.lake.tables import RESOURCES
 from lbreplay.replay.load_model import CpuCalibration
 
-STREAM_FORMAT = 14  # part of the cache key: bump when the stream's layout changes
+STREAM_FORMAT = 15  # part of the cache key: bump when the stream's layout changes
 BROKER_COLUMNS = ("broker_index", *(f"{r}_{k}" for r in RESOURCES for k in ("usage", "limit")), "last_update_ms")
 LOAD_COLUMNS = ("msg_throughput_in", "msg_throughput_out", "msg_rate_in", "msg_rate_out", "sessions")
 # an extensible recording's broker part also carries each version's BrokerLoadData as published (what the leader's
-# TransferShedder reads; times in epoch ms)
+# TransferShedder reads; times in epoch ms) and whether its TopBundlesLoadData entry is cleared (1: a tombstone or an
+# empty list since its last list)
 RECORDED_LOAD_DATA = ("weighted_max_ema", "msg_throughput_ema", "max_resource_usage", "msg_throughput_in",
                       "msg_throughput_out", "msg_rate_in", "msg_rate_out", "bundle_count", "topics", "updated_at_ms",
-                      "reported_at_ms")
+                      "reported_at_ms", "top_bundles_cleared")
 BUNDLE_COLUMNS = (*LOAD_COLUMNS, "topics")  # the bundle part's loads (the engine's load vector order)
 TOPIC_COLUMNS = LOAD_COLUMNS  # the topic part's loads (a topic counts as one topic)
 
