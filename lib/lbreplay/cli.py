@@ -175,7 +175,11 @@ def replay(
     set_: list[str] = typer.Option([], "--set", help="Override one key: key=value (replay.<opt>=v for replay options)."),
     mode: Optional[str] = typer.Option(None, "--mode", help="closed-loop (what-if) or observed (audit)."),
     run_id: Optional[str] = typer.Option(None, "--run-id", help="Run id (default: derived from inputs+config+seed)."),
-    seed: Optional[int] = typer.Option(None, "--seed"),
+    seed: Optional[int] = typer.Option(
+        None, "--seed", help="Seed of Pulsar's random choices among equally good brokers (default replay.seed, 0)."),
+    seeds: Optional[str] = typer.Option(
+        None, "--seeds", help="Run once per seed (0-4 or 0,3,7) in one Spark job; with --run-id R the runs are "
+                              "R-s<seed>. `prediction` takes them as PRED run1+run2+... (the seeds' median and range)."),
     allow_unknown_keys: bool = AllowUnknownKeysOpt,
     from_: Optional[str] = FromOpt,
     to: Optional[str] = ToOpt,
@@ -183,14 +187,15 @@ def replay(
     master: Optional[str] = MasterOpt,
     quiet: bool = QuietOpt,
 ) -> None:
-    """One replay run; prints the run id."""
+    """One replay run (or one per seed with --seeds); prints the run id(s)."""
     from lbreplay.lake.locks import run_id_lock
-    from lbreplay.replay.spark_replay import replay_command
+    from lbreplay.replay.spark_replay import parse_seeds, replay_command, seeded_run_ids
     from lbreplay.spark import existing_lake, lake_path
 
-    with existing_lake(cluster), run_id_lock(lake_path(lake), [run_id] if run_id else []):
+    ids = seeded_run_ids(run_id, parse_seeds(seeds)) if seeds is not None else ([run_id] if run_id else [])
+    with existing_lake(cluster), run_id_lock(lake_path(lake), ids):
         replay_command(cluster, config, broker_conf, set_, mode, run_id, seed, lake, master, quiet, window=(from_, to),
-                       allow_unknown_keys=allow_unknown_keys)
+                       allow_unknown_keys=allow_unknown_keys, seeds=seeds)
 
 
 @app.command()
@@ -234,17 +239,20 @@ def report(
     baseline: Optional[str] = BaselineRunOpt,
     objective: str = typer.Option("balance", "--objective", help="Objective under conf/objectives/ or a YAML file."),
     prediction: Optional[str] = typer.Option(
-        None, "--prediction", help="PRED,B,B2,A: add the section predicted B vs real B vs noise (see `prediction`)."),
+        None, "--prediction",
+        help="PRED,B,B2,A[,A2]: add the section predicted B vs real B vs noise (see `prediction`; PRED may be "
+             "run1+run2+...)."),
     lake: str = LakeOpt,
     master: Optional[str] = MasterOpt,
 ) -> None:
     """Compare runs: the verdict, KPI table, decision timeline and plots in one self-contained HTML file."""
     from lbreplay.report.html_report import report_command
+    from lbreplay.report.prediction import split_seeds
     from lbreplay.spark import existing_lake
 
     ids = [r.strip() for r in runs.split(",") if r.strip()]
     checked = [r.strip() for r in prediction.split(",") if r.strip()] if prediction else None
-    with existing_lake(runs=ids + (checked or [])):
+    with existing_lake(runs=ids + split_seeds(checked or [])):
         report_command(runs=ids, out=out, lake=lake, master=master, baseline=baseline, objective=objective,
                        prediction=checked)
 
@@ -274,17 +282,18 @@ def compare(
 @app.command()
 def prediction(
     runs: str = typer.Option(..., "--runs", help="PRED,B,B2,A[,A2]: the closed loop of A's recording under B's "
-                             "broker.conf, then the audits of B, of B run again, of A (and of A run again)."),
+                             "broker.conf (or its seeds' runs joined by +, from replay --seeds: their median and "
+                             "range), then the audits of B, of B run again, of A (and of A run again)."),
     save_noise: Optional[str] = typer.Option(None, "--save-noise", help="Write B vs B2 per KPI (a noise band YAML)."),
     lake: str = LakeOpt,
     master: Optional[str] = MasterOpt,
 ) -> None:
     """Predicted B vs real B, the noise band (B vs B2) and real A; exit 1 when a target is missed."""
-    from lbreplay.report.prediction import PredictionMissed, prediction_command
+    from lbreplay.report.prediction import PredictionMissed, prediction_command, split_seeds
     from lbreplay.spark import existing_lake
 
     ids = [r.strip() for r in runs.split(",") if r.strip()]
-    with existing_lake(runs=ids):
+    with existing_lake(runs=split_seeds(ids)):
         if not prediction_command(ids, lake, master, save_noise):
             raise PredictionMissed("prediction: targets missed (see the lines above)")
 

@@ -79,10 +79,11 @@ def replay_recording(sample: Path, mode: str) -> list[Any]:
 
 
 def replay_results(sample: Path, mode: str, broker_conf: Path | None = None,
-                   recorded_line: bool = False) -> tuple[list[str], list[Any]]:
+                   recorded_line: bool = False, seed: int = 0) -> tuple[list[str], list[Any]]:
     """(broker ids, the engine's TickResults) over ``sample`` in ``mode`` under ``broker_conf`` (default: the
     sample's own), the load model calibrated on the sample's reports as ``preparation.calibrate`` does; with
-    ``recorded_line`` on the Pulsar line the recording's brokers report (as ``replay`` chooses it)."""
+    ``recorded_line`` on the Pulsar line the recording's brokers report (as ``replay`` chooses it); ``seed`` draws
+    Pulsar's random choices (``replay --seed``)."""
     from lbreplay.kernel.config import parse_broker_conf, typed_overrides
     from lbreplay.lake.ingest import read_dumps
     from lbreplay.replay.engine import Replay
@@ -111,7 +112,7 @@ def replay_results(sample: Path, mode: str, broker_conf: Path | None = None,
 
         conf["pulsarVersion"] = line_of(rows).line
     namespaces = sorted({r["namespace"] for r in rows["bundle_load"]})
-    replay = Replay(RunSpec(sample.name, sample.name, mode, conf), StaticInputs(ids, namespaces, calib))
+    replay = Replay(RunSpec(sample.name, sample.name, mode, conf, seed), StaticInputs(ids, namespaces, calib))
     hold = (int(replay.conf["loadBalancerReportUpdateMaxIntervalMinutes"]) + 1) * 60_000
     elected = sorted((_ms(r["ts"]), r["broker"]) for r in rows["leader_election"])
     runs, reads = recorded_runs(rows)

@@ -239,10 +239,38 @@ def with_lines(spark: SparkSession, lake: str, cluster: str, window: TimeWindow 
     return specs
 
 
+def parse_seeds(text: str) -> list[int]:
+    """``replay --seeds``: ``0-4``, ``0,3,7`` or both (``0-2,7``): distinct non-negative seeds, in the order given."""
+    out: list[int] = []
+    try:
+        for part in (p.strip() for p in text.split(",")):
+            lo, _, hi = part.partition("-")
+            first, last = int(lo), int(hi) if hi else int(lo)
+            if first < 0 or last < first:
+                raise ValueError(part)
+            out += range(first, last + 1)
+    except ValueError:
+        raise UsageError(f"--seeds: expected N-M or N,M,... (non-negative integers, N <= M), got {text!r}") from None
+    if len(set(out)) != len(out):
+        raise UsageError(f"--seeds: {text!r} names a seed twice")
+    return out
+
+
+def seeded_run_ids(run_id: str | None, seeds: list[int]) -> list[str]:
+    """``--run-id R --seeds ...``: the runs ``R-s<seed>``, one per seed ([] without ``--run-id``)."""
+    return [f"{run_id}-s{s}" for s in seeds] if run_id else []
+
+
 def replay_command(cluster: str, config: str | None, broker_conf: str | None, sets: list[str], mode: str | None,
                    run_id: str | None, seed: int | None, lake: str, master: str | None, quiet: bool,
-                   window: tuple[str | None, str | None] = (None, None), allow_unknown_keys: bool = False) -> None:
-    """``lbreplay replay``; ``window`` is the ``--from`` / ``--to`` flag values."""
+                   window: tuple[str | None, str | None] = (None, None), allow_unknown_keys: bool = False,
+                   seeds: str | None = None) -> None:
+    """``lbreplay replay``; ``window`` is the ``--from`` / ``--to`` flag values. With ``seeds`` (``--seeds 0-4``)
+    the same run once per seed, in parallel tasks of one Spark job: Pulsar's random choices drawn from each seed
+    (``prediction`` takes the runs as PRED ``run1+run2+...``)."""
+    seed_list = parse_seeds(seeds) if seeds is not None else None
+    if seed_list is not None and seed is not None:
+        raise UsageError("--seed and --seeds: give one of them")
     span = window_from_flags(*window)
     intake = read_run_config(config, broker_conf, sets, allow_unknown_keys)
     if mode:
@@ -251,9 +279,15 @@ def replay_command(cluster: str, config: str | None, broker_conf: str | None, se
         intake.replay["mode"] = mode
     spark = get_spark(lake, master=master, quick_jit=quick_jit(lake, cluster, [(intake.pulsar, intake.replay)]))
     specs = with_lines(spark, lake_path(lake), cluster, span, [intake], quiet)
-    ids = execute(spark, lake_path(lake), cluster, specs, run_ids=[run_id] if run_id else None,
-                  seed=seed, quiet=quiet, window=span)
-    print(ids[0])
+    run_ids = [run_id] if run_id else None
+    if seed_list is not None:
+        specs = [(pulsar, {**replay, "seed": s}) for pulsar, replay in specs for s in seed_list]
+        run_ids = seeded_run_ids(run_id, seed_list) or None
+    ids = execute(spark, lake_path(lake), cluster, specs, run_ids=run_ids, seed=seed, quiet=quiet, window=span)
+    for rid in ids:
+        print(rid)
+    if seed_list is not None:
+        _progress(quiet, f"{len(ids)} seeds of one run; as `prediction`'s PRED: {'+'.join(ids)}")
 
 
 def sweep_command(cluster: str, grid: str, seed: int | None, lake: str, master: str | None, quiet: bool,

@@ -6,11 +6,18 @@ Targets (issue 33): the predicted ranking of A and B agrees with the real one on
 exceeds the noise; each count KPI is within the noise band or +-20 % of the real value, whichever is wider; the
 spread curve is within the noise band for >= 80 % of the minutes. The noise measured on committed pairs is stored
 as data (``conf/noise/*.yaml``, per KPI) and gives every what-if run its confidence band
-(:func:`confidence_band`). Pure but for :func:`load_runs_kpis` (Spark, the lake's runs)."""
+(:func:`confidence_band`). Pure but for :func:`load_runs_kpis` (Spark, the lake's runs).
+
+A closed loop draws Pulsar's random choices (``LeastResourceUsageWithWeight``'s ``ThreadLocalRandom`` among equally
+good brokers) from the replay's seed, so one seed is one draw: the prediction runs several seeds of the same closed
+loop (``replay --seeds 0-4``; PRED given as ``run1+run2+...``), reports each KPI as the seeds' median with their
+range (:func:`over_seeds`), widens the band by half that range, ranks A and B by the median and says how many seeds
+rank them so."""
 
 from __future__ import annotations
 
 import html
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,13 +39,63 @@ DEFAULT_NOISE = CONF_DIR / "noise" / "whatif.yaml"
 USAGE_UNITS = ("pp", "%", "ratio")  # KPIs read from the modelled usage: the load model's error widens their band
 
 
+SEED_JOIN = "+"  # PRED as run1+run2+...: the same closed loop under several seeds
+
+
 @dataclass(frozen=True)
 class RunKpis:
-    """One run as the comparison reads it: its KPIs (run_metrics' stored values) and its spread per minute."""
+    """One run as the comparison reads it: its KPIs (run_metrics' stored values) and its spread per minute; for a
+    prediction over several seeds, their median with the seeds' own runs in ``seeds``."""
 
     name: str
     metrics: Mapping[str, float | None]
     curve: Sequence[float] = ()
+    seed: int | None = None  # the replay's seed (runs.seed), when known
+    seeds: tuple[RunKpis, ...] = ()  # the runs this one is the median of (:func:`over_seeds`)
+
+    def seed_values(self, k: Kpi) -> tuple[float, ...]:
+        """Each seed's value of ``k`` (those that have one; () for one run)."""
+        return tuple(v for v in (k.value(s.metrics) for s in self.seeds) if v is not None)
+
+    def curve_spread(self) -> list[float]:
+        """Per minute, half the seeds' range of the spread (0 for one run)."""
+        n = len(self.curve)
+        if not self.seeds:
+            return [0.0] * n
+        return [(max(s.curve[m] for s in self.seeds) - min(s.curve[m] for s in self.seeds)) / 2 for m in range(n)]
+
+    @property
+    def seed_label(self) -> str:
+        return seed_label(self.seeds or (self,))
+
+
+def seed_label(runs: Sequence[RunKpis]) -> str:
+    """Which seeds: ``seeds 0, 1, 2`` (``seed 0`` for one run, ``seed ?`` when unknown)."""
+    names = ", ".join("?" if r.seed is None else str(r.seed) for r in runs)
+    return ("seeds " if len(runs) > 1 else "seed ") + names
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    """The median, a missing value (a time to balance that is ``never``) ordered last; None when the middle is."""
+    ordered = sorted(values, key=lambda v: (v is None or not math.isfinite(v), v or 0.0))
+    n = len(ordered)
+    middle = ordered[(n - 1) // 2: n // 2 + 1]
+    if not middle or any(v is None or not math.isfinite(v) for v in middle):
+        return None
+    return sum(float(v) for v in middle if v is not None) / len(middle)
+
+
+def over_seeds(runs: Sequence[RunKpis], name: str) -> RunKpis:
+    """Several seeds of one closed loop as one prediction: each metric the seeds' median, the spread curve the
+    per-minute median (over the minutes every seed has); the runs kept in ``seeds`` for their range."""
+    if len(runs) == 1:
+        return runs[0]
+    keys = sorted({k for r in runs for k in r.metrics})
+    metrics = {k: _median([r.metrics.get(k) for r in runs]) for k in keys}
+    n = min(len(r.curve) for r in runs)
+    curve = [_median([r.curve[m] for r in runs]) or 0.0 for m in range(n)]
+    trimmed = tuple(RunKpis(r.name, r.metrics, list(r.curve[:n]), r.seed) for r in runs)
+    return RunKpis(name, metrics, curve, None, trimmed)
 
 
 def _diff(a: float | None, b: float | None) -> float | None:
@@ -56,6 +113,17 @@ class KpiCheck:
     twin: float | None
     base: float | None
     base_twin: float | None = None
+    seeds: tuple[float, ...] = ()  # each seed's value when the prediction is their median
+
+    @property
+    def seed_range(self) -> tuple[float, float] | None:
+        """The seeds' min and max (None: one seed)."""
+        return (min(self.seeds), max(self.seeds)) if self.seeds else None
+
+    @property
+    def seed_spread(self) -> float:
+        """Half the seeds' range: what the band around the median widens by (0 for one seed)."""
+        return 0.0 if self.seed_range is None else (self.seed_range[1] - self.seed_range[0]) / 2
 
     @property
     def noise(self) -> float | None:
@@ -64,11 +132,11 @@ class KpiCheck:
 
     @property
     def tolerance(self) -> float | None:
-        """The noise band; for a count, at least +-20 % of the real value."""
+        """The noise band (for a count, at least +-20 % of the real value), widened by the seeds' spread."""
         if self.noise is None:
             return None
         share = COUNT_TOLERANCE * abs(self.real or 0.0) if self.kpi.metric in COUNTS else 0.0
-        return max(self.noise, share)
+        return max(self.noise, share) + self.seed_spread
 
     @property
     def within(self) -> bool | None:
@@ -81,13 +149,24 @@ class KpiCheck:
         gap, noise = _diff(self.real, self.base), self.noise
         return gap is not None and noise is not None and gap > noise + 1e-12
 
+    def _same_side(self, value: float) -> bool:
+        assert self.real is not None and self.base is not None
+        return (value - self.base > 0) == (self.real - self.base > 0) and value != self.base
+
     @property
     def ranking_agrees(self) -> bool | None:
-        """Same side of real A as real B (None: the real difference is within the noise, or a value is missing)."""
+        """The prediction (the seeds' median) on real B's side of real A (None: the real difference is within the
+        noise, or a value is missing)."""
         if not self.decisive or self.predicted is None or self.base is None or self.real is None:
             return None
-        pred, real = self.predicted - self.base, self.real - self.base
-        return (pred > 0) == (real > 0) and pred != 0
+        return self._same_side(self.predicted)
+
+    @property
+    def seeds_agreeing(self) -> int | None:
+        """How many seeds rank B against A as reality does (None: one seed, or no ranking to check)."""
+        if self.ranking_agrees is None or not self.seeds:
+            return None
+        return sum(1 for v in self.seeds if self._same_side(v))
 
     @property
     def passed(self) -> bool | None:
@@ -129,13 +208,21 @@ class Prediction:
 def miss_reason(c: KpiCheck) -> str:
     """What the miss is: the ranking or the count, with the numbers."""
     parts = []
+    seeds = "" if c.seed_range is None else f" (seeds {seed_range_text(c)})"
     if c.ranking_agrees is False:
         parts.append(f"ranking: real B {format_value(c.kpi, c.real)} vs real A {format_value(c.kpi, c.base)}, "
-                     f"predicted B {format_value(c.kpi, c.predicted)}")
+                     f"predicted B {format_value(c.kpi, c.predicted)}{seeds}")
     if c.kpi.metric in COUNTS and c.within is False:
-        parts.append(f"predicted {format_value(c.kpi, c.predicted)} vs real {format_value(c.kpi, c.real)} beyond "
-                     f"+-{format_value(c.kpi, c.tolerance)}")
+        parts.append(f"predicted {format_value(c.kpi, c.predicted)}{seeds} vs real {format_value(c.kpi, c.real)} "
+                     f"beyond +-{format_value(c.kpi, c.tolerance)}")
     return "; ".join(parts)
+
+
+def seed_range_text(c: KpiCheck) -> str:
+    """The seeds' min-max of a KPI, displayed (``-`` for one seed)."""
+    if c.seed_range is None:
+        return "-"
+    return f"{format_value(c.kpi, c.seed_range[0])}–{format_value(c.kpi, c.seed_range[1])}"
 
 
 def curve_band(real: Sequence[float], twin: Sequence[float]) -> list[float]:
@@ -150,15 +237,17 @@ def curve_band(real: Sequence[float], twin: Sequence[float]) -> list[float]:
 def compare_prediction(predicted: RunKpis, real: RunKpis, twin: RunKpis, base: RunKpis,
                        base_twin: RunKpis | None = None) -> Prediction:
     """Predicted B against real B, with the noise band of B against B' (and of A against A' when given: the wider)
-    and the decision of A against B."""
+    and the decision of A against B. A prediction over several seeds (:func:`over_seeds`) is judged by its
+    median, each band widened by half the seeds' range."""
     def v(run: RunKpis | None, m: str) -> float | None:
         return None if run is None else BY_NAME[m].value(run.metrics)
 
-    checks = tuple(KpiCheck(BY_NAME[m], v(predicted, m), v(real, m), v(twin, m), v(base, m), v(base_twin, m))
-                   for m in PREDICTED)
+    checks = tuple(KpiCheck(BY_NAME[m], v(predicted, m), v(real, m), v(twin, m), v(base, m), v(base_twin, m),
+                            predicted.seed_values(BY_NAME[m])) for m in PREDICTED)
     band = curve_band(real.curve, twin.curve)
     n = min(len(band), len(predicted.curve))
-    within = sum(1 for m in range(n) if abs(predicted.curve[m] - real.curve[m]) <= band[m] + 1e-12)
+    spread = predicted.curve_spread()
+    within = sum(1 for m in range(n) if abs(predicted.curve[m] - real.curve[m]) <= band[m] + spread[m] + 1e-12)
     return Prediction(predicted, real, twin, base, checks, n, within, base_twin)
 
 
@@ -166,22 +255,51 @@ def _mark(ok: bool | None) -> str:
     return "-" if ok is None else ("yes" if ok else "NO")
 
 
+def _ranking_mark(c: KpiCheck) -> str:
+    """``yes`` / ``NO``, with how many seeds agree (``yes, 3/5 seeds``)."""
+    agreeing = c.seeds_agreeing
+    return _mark(c.ranking_agrees) + ("" if agreeing is None else f", {agreeing}/{len(c.seeds)} seeds")
+
+
 def prediction_rows(p: Prediction) -> list[list[str]]:
     """The table: one row per KPI (header first), displayed values."""
-    head = ["KPI", "predicted B", "real B", "real B'", "noise |B-B'|", "tolerance", "within", "real A",
-            "ranking agrees"]
+    head = ["KPI", "predicted B" + (" (median)" if p.predicted.seeds else ""), "seeds min–max", "real B", "real B'",
+            "noise |B-B'|", "tolerance", "within", "real A", "ranking agrees"]
     rows = [head]
     for c in p.checks:
         k = c.kpi
-        rows.append([k.label, format_value(k, c.predicted), format_value(k, c.real), format_value(k, c.twin),
-                     format_value(k, c.noise), format_value(k, c.tolerance), _mark(c.within),
-                     format_value(k, c.base), _mark(c.ranking_agrees)])
+        rows.append([k.label, format_value(k, c.predicted), seed_range_text(c), format_value(k, c.real),
+                     format_value(k, c.twin), format_value(k, c.noise), format_value(k, c.tolerance), _mark(c.within),
+                     format_value(k, c.base), _ranking_mark(c)])
     return rows
+
+
+def seeds_note(p: Prediction) -> str:
+    """Which seeds the prediction ran, and what that means for its values and bands."""
+    if p.predicted.seeds:
+        return (f"{p.predicted.seed_label} of the same closed loop: the predicted value is their median, each band "
+                f"widened by half their range; the ranking is the median's (how many seeds agree in brackets)")
+    return (f"one draw of Pulsar's random choices ({p.predicted.seed_label}): another seed moves other bundles; "
+            f"`replay --seeds 0-4` and PRED as run1+run2+... give the seeds' median and range")
+
+
+def band_text(p: Prediction) -> str:
+    """Each predicted KPI with its confidence band (:func:`confidence_band`: this experiment's noise, the load
+    model's error, the seeds' spread)."""
+    mape = p.predicted.metrics.get("calibration_mape")
+    noise = {c.kpi.metric: c.noise for c in p.checks if c.noise is not None}
+    out = []
+    for c in p.checks:
+        band = confidence_band(c.kpi, c.predicted, noise, mape, c.seed_spread)
+        out.append(f"{c.kpi.label.lower()} {format_value(c.kpi, c.predicted)}"
+                   + ("" if band is None else f" ± {format_value(c.kpi, band)}"))
+    return "; ".join(out)
 
 
 def prediction_text(p: Prediction) -> str:
     """The comparison for a terminal: the runs, the table, the spread curve's share and the verdict."""
     lines = [f"Prediction: {p.predicted.name} (closed loop of A's recording under B's broker.conf)",
+             f"  {seeds_note(p)}",
              f"  real B: {p.real.name}; noise band: {p.twin.name} (B run again)"
              + (f" and {p.base_twin.name} (A run again)" if p.base_twin else "") + f"; decision: {p.base.name} (real A)"]
     rows = prediction_rows(p)
@@ -190,6 +308,7 @@ def prediction_text(p: Prediction) -> str:
     share = p.curve_share
     lines.append(f"Spread curve: predicted within the noise band {'n/a' if share is None else f'{share:.0%}'} of "
                  f"{p.curve_minutes} minutes (target >= {CURVE_SHARE:.0%})")
+    lines.append(f"Confidence band (noise + load model error + seeds' spread): {band_text(p)}")
     lines.append("Targets: " + ("met" if p.passed else "missed — " + "; ".join(p.misses)))
     return "\n".join(lines)
 
@@ -220,10 +339,13 @@ def prediction_html(p: Prediction) -> str:
     return (f"<p class=\"meta\">{html.escape(p.predicted.name)} predicts {html.escape(p.real.name)}; the noise band is "
             f"{html.escape(p.twin.name)} (the same config run again), the decision is against "
             f"{html.escape(p.base.name)}.</p>"
+            f"<p class=\"meta\" id=\"prediction-seeds\">{html.escape(seeds_note(p))}.</p>"
             f"<table id=\"prediction-table\"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
             f"<svg id=\"prediction-curve\" viewBox=\"0 0 600 200\" width=\"600\" height=\"200\" role=\"img\" "
             f"aria-label=\"spread per minute\">{lines}</svg><p class=\"meta\">Spread (max − min usage) per minute, "
             f"0 to {100 * top:.1f} pp: {legend}. Within the band {share} of {p.curve_minutes} minutes.</p>"
+            f"<p class=\"meta\" id=\"prediction-band\">Confidence band (noise + load model error + seeds' spread): "
+            f"{html.escape(band_text(p))}</p>"
             f"<p id=\"prediction-verdict\">Targets {html.escape(verdict)}</p>")
 
 
@@ -251,16 +373,18 @@ def load_noise(path: str | Path | None = None) -> dict[str, float]:
     return out
 
 
-def confidence_band(k: Kpi, value: float | None, noise: Mapping[str, float], mape: float | None) -> float | None:
+def confidence_band(k: Kpi, value: float | None, noise: Mapping[str, float], mape: float | None,
+                    seed_spread: float = 0.0) -> float | None:
     """A what-if KPI's +- band (stored units): the measured noise of two real runs of one config, plus, for a KPI
-    read from the modelled usage, the load model's error on the recording (calibration MAPE x the value)."""
+    read from the modelled usage, the load model's error on the recording (calibration MAPE x the value), plus half
+    the range of the prediction's seeds (:func:`over_seeds`; 0 for one seed)."""
     if value is None:
         return None
     model = (mape or 0.0) * abs(value) if k.unit in USAGE_UNITS else 0.0
     base = noise.get(k.metric)
-    if base is None and not model:
+    if base is None and not model and not seed_spread:
         return None
-    return (base or 0.0) + model
+    return (base or 0.0) + model + seed_spread
 
 
 def what_if_notes(metrics: Mapping[str, float | None], shown: Sequence[Kpi], noise: Mapping[str, float]) -> list[str]:
@@ -281,27 +405,61 @@ def what_if_notes(metrics: Mapping[str, float | None], shown: Sequence[Kpi], noi
         "traffic replayed as recorded: the clients' rates follow their bundles, they do not react to the decisions",
         f"load model: broker usage from the traffic it holds, calibrated on the recording (cpu error {fit} MAPE)",
         "lookups not recorded: clients reconnect at once and new topics arrive as recorded",
+        "one seed of Pulsar's random choices (a broker among equally good ones): another seed moves other bundles, "
+        "so the band below leaves the seeds' spread out; `replay --seeds 0-4` and `prediction` give it",
         f"confidence band ({source}): " + "; ".join(bands),
     ]
 
 
+def split_seeds(entries: Sequence[str]) -> list[str]:
+    """Every run id of ``--runs`` / ``--prediction`` entries, a seeds' ``run1+run2`` entry split."""
+    return [r.strip() for e in entries for r in e.split(SEED_JOIN) if r.strip()]
+
+
+def _one_closed_loop(runs: Sequence[Any]) -> None:
+    """The runs joined by ``+`` are one closed loop under distinct seeds (same cluster, config and options)."""
+    def key(r: Any) -> tuple[str, str, str, str]:
+        opts = {k: v for k, v in r.replay_options.items() if k != "seed"}
+        return (r.cluster, r.mode, json.dumps(r.config, sort_keys=True), json.dumps(opts, sort_keys=True, default=str))
+
+    first = runs[0]
+    for r in runs[1:]:
+        if key(r) != key(first):
+            raise UsageError(f"--runs: {first.run_id}{SEED_JOIN}{r.run_id}: not the same closed loop under another "
+                             f"seed (cluster, mode, config or replay options differ)")
+    seeds = [r.seed for r in runs]
+    if len(set(seeds)) != len(seeds):
+        raise UsageError(f"--runs: {SEED_JOIN.join(r.run_id for r in runs)}: a seed repeats ({seeds})")
+
+
 def load_runs_kpis(spark: Any, run_ids: Sequence[str], names: Sequence[str], database: str) -> list[RunKpis]:
-    """The runs' KPIs (run_metrics) and spread per minute (broker_ticks over alive brokers) from the lake."""
+    """The runs' KPIs (run_metrics) and spread per minute (broker_ticks over alive brokers) from the lake; an
+    entry ``run1+run2+...`` (one closed loop under several seeds) is their median (:func:`over_seeds`)."""
     from lbreplay.report.frames import load_run_metrics, load_runs
 
-    load_runs(spark, list(run_ids), database)  # known and succeeded, else a one-line error naming the run
-    metrics = load_run_metrics(spark, run_ids, database)
-    ids = ", ".join("'" + r.replace("'", "''") + "'" for r in run_ids)
+    flat = split_seeds(run_ids)
+    infos = {i.run_id: i for i in load_runs(spark, flat, database)}  # known and succeeded, else a one-line error
+    metrics = load_run_metrics(spark, flat, database)
+    ids = ", ".join("'" + r.replace("'", "''") + "'" for r in flat)
     per_tick = spark.sql(
         f"SELECT run_id, unix_millis(ts) AS ms, max(weighted_max_usage) - min(weighted_max_usage) AS spread "
         f"FROM {database}.broker_ticks WHERE run_id IN ({ids}) AND alive GROUP BY run_id, ts").collect()
     from lbreplay.replay.metrics import spread_per_minute
 
-    out = []
-    for run_id, name in zip(run_ids, names):
+    def one(run_id: str, name: str) -> RunKpis:
         ticks = sorted((int(r["ms"]), float(r["spread"])) for r in per_tick if r["run_id"] == run_id)
         curve = spread_per_minute([t for t, _ in ticks], [s for _, s in ticks])
-        out.append(RunKpis(f"{name} ({run_id})", metrics[run_id], curve))
+        return RunKpis(f"{name} ({run_id})", metrics[run_id], curve, infos[run_id].seed)
+
+    out = []
+    for entry, name in zip(run_ids, names):
+        parts = split_seeds([entry])
+        if len(parts) == 1:
+            out.append(one(parts[0], name))
+            continue
+        _one_closed_loop([infos[r] for r in parts])
+        runs = [one(r, name) for r in parts]
+        out.append(over_seeds(runs, f"{name} ({seed_label(runs)}: {', '.join(parts)})"))
     return out
 
 
@@ -316,10 +474,19 @@ PREDICTION_ROLES: tuple[str, ...] = ("predicted B", "real B", "real B'", "real A
 
 
 def check_prediction_runs(runs: Sequence[str] | None) -> None:
-    """``--prediction`` names four or five runs: the closed loop predicting B, B's audit, B''s audit, A's audit
-    (and A''s)."""
-    if runs is not None and len(runs) not in (4, 5):
+    """``--prediction`` names four or five runs: the closed loop predicting B (or its seeds' runs joined by ``+``),
+    B's audit, B''s audit, A's audit (and A''s)."""
+    if runs is None:
+        return
+    if len(runs) not in (4, 5):
         raise UsageError(f"--prediction: expected 4 or 5 run ids ({', '.join(PREDICTION_ROLES)}), got {len(runs)}")
+    joined = [r for r in runs[1:] if SEED_JOIN in r]
+    if joined:
+        raise UsageError(f"--prediction: {joined[0]}: only PRED (the first) joins several seeds' runs with "
+                         f"'{SEED_JOIN}'")
+    parts = runs[0].split(SEED_JOIN)
+    if any(not p.strip() for p in parts) or len(set(parts)) != len(parts):
+        raise UsageError(f"--prediction: {runs[0]}: expected run1{SEED_JOIN}run2{SEED_JOIN}... (distinct, none empty)")
 
 
 def prediction_command(runs: list[str], lake: str, master: str | None = None, save_noise: str | None = None) -> bool:
