@@ -200,6 +200,7 @@ def test_read_modular_sample() -> None:
         "broker_time_average": 3,
         "broker_load_data_ext": 0,
         "top_bundles_load_data": 0,
+        "top_bundles_publication": 0,
         "leader_election": 0,  # no collect record (collect/metadata-versions.jsonl) in the hand-made sample
         "shedding_run": 0,  # no leader log (leader-decisions.log) either
         "broker_departure": 0,
