@@ -122,9 +122,11 @@ def test_commands_on_the_warm_server_answer_as_embedded_ones(spark: Any, tiny_la
     done = _run("sql", "SELECT * FROM v", "--lake", lake)  # an error: its exit code and one line
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.splitlines()[-1].startswith("lbreplay: bad query: [TABLE_OR_VIEW_NOT_FOUND]"), done.stderr
+    assert "SQLQueryContextLogger" not in done.stderr  # pyspark's JSON record of the error (the JVM stack) is off
+    assert _errors(done.stderr).count("\n") == 1, done.stderr  # one line, nothing else
     done = _run("sql", "--lake", lake, "--format", "csv", stdin="SELECT 2 AS b;\nSELECT nope;\n")
     assert done.returncode == 2 and done.stdout == "b\n2\n" and done.stderr.endswith("lbreplay: 1 statement failed\n")
-    assert done.stderr.count("lbreplay: bad query: ") == 1  # (pyspark's own JSON log line of a SQL error before it)
+    assert done.stderr.count("lbreplay: bad query: ") == 1 and "SQLQueryContextLogger" not in done.stderr
 
     done = _run(*REPLAY, "--run-id", "warm", "--lake", lake)
     assert done.returncode == 0, done.stderr[-2000:]

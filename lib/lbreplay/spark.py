@@ -308,6 +308,22 @@ def check_lake_needs(spark: Any, lake: str, needs: LakeNeeds) -> None:
         presence.require_runs(spark, lake, list(needs.runs))
 
 
+#: pyspark's loggers that print a whole JSON record (the JVM stack included) when a query fails analysis
+#: (``PySparkException._log_exception``); lbreplay reports those errors itself, on one line.
+QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
+def quiet_query_context_loggers() -> None:
+    """Only critical records from :data:`QUERY_CONTEXT_LOGGERS` (made as ``PySparkLogger``s: they log with extra
+    fields a plain ``logging.Logger`` refuses)."""
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    for name in QUERY_CONTEXT_LOGGERS:
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
+
+
 def get_spark(
     lake: str | os.PathLike[str] = DEFAULT_LAKE,
     *,
@@ -334,6 +350,7 @@ def get_spark(
                                  quick_jit=quick_jit)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    quiet_query_context_loggers()
     _remember_jars(spark)
     if needs is not None:
         check_lake_needs(spark, lake_abs, needs)

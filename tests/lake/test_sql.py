@@ -98,8 +98,10 @@ def test_sql_command_queries_registered_tables(spark, lake, capsys) -> None:  # 
     ("SELECT no_such_column FROM lbreplay.broker_load", "UNRESOLVED_COLUMN"),
     ("SELECT 1 / 0", "DIVIDE_BY_ZERO"),
 ])
-def test_bad_query_is_a_one_line_usage_error(spark, lake, query: str, fragment: str) -> None:  # type: ignore[no-untyped-def]
-    """A bad query -> exit 2 (UsageError) with a one-line reason naming Spark's error class."""
+def test_bad_query_is_a_one_line_usage_error(spark, lake, query: str, fragment: str,  # type: ignore[no-untyped-def]
+                                              capfd: pytest.CaptureFixture[str]) -> None:
+    """A bad query -> exit 2 (UsageError) with a one-line reason naming Spark's error class, and nothing else:
+    pyspark's JSON record of the error (``SQLQueryContextLogger``, the JVM stack in it) is not printed."""
     from lbreplay.lake.tables import BROKER_LOAD, ensure_table
 
     ensure_table(spark, lake, BROKER_LOAD)  # a lake (sql refuses a path that is not one)
@@ -108,6 +110,7 @@ def test_bad_query_is_a_one_line_usage_error(spark, lake, query: str, fragment: 
     message = str(info.value)
     assert info.value.exit_code == 2 and "\n" not in message
     assert message.startswith("bad query: ") and fragment in message
+    assert "QueryContextLogger" not in capfd.readouterr().err
 
 
 def test_usage_errors_before_spark() -> None:
