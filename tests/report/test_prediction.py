@@ -14,6 +14,7 @@ from lbreplay.report.compare import what_if_text
 from lbreplay.report.kpis import BY_NAME
 from lbreplay.report.objectives import load_objective
 from lbreplay.report.prediction import (
+    SEED_SPREAD,
     RunKpis,
     check_prediction_runs,
     compare_prediction,
@@ -24,6 +25,7 @@ from lbreplay.report.prediction import (
     prediction_html,
     prediction_text,
     split_seeds,
+    what_if_notes,
 )
 from lbreplay.report.verdict import RunView, build_verdict
 from lbreplay.report.verdict_html import verdict_html
@@ -88,7 +90,12 @@ def test_a_what_if_run_shows_its_assumptions_and_confidence_band_in_text_and_htm
     assert lines[0] == "What-if uniform (what-if) is a prediction, not a measurement:"
     text = "\n".join(lines)
     assert "traffic replayed as recorded" in text and "cpu error 10.0% MAPE" in text and "lookups not recorded" in text
-    assert "unloads 6 ± 2" in text and "spread (max−min) p95 20.00 pp ± 7.00 pp" in text  # 5 pp + 10 % of 20 pp
+    stored = load_noise(section=SEED_SPREAD)  # one run is one seed: the seeds' spread measured in conf/noise
+    assert f"unloads 6 ± {2 + stored['unloads']:.0f}" in text and "the seeds' spread of one prediction" in text
+    notes = "\n".join(what_if_notes(what_if.metrics, (), noise, {}))  # no seed spread measured
+    assert "unloads 6 ± 2" in notes and "spread (max−min) p95 20.00 pp ± 7.00 pp" in notes  # 5 pp + 10 % of 20 pp
+    assert "the band below leaves the seeds' spread out" in notes
+    assert "unloads 6 ± 5" in "\n".join(what_if_notes(what_if.metrics, (), noise, {"unloads": 3.0}))
     page = verdict_html(v)
     assert 'id="what-if-timeline-what-if"' in page and "confidence band" in page and "lookups not recorded" in page
     assert "± " in page

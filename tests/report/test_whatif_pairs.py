@@ -9,13 +9,16 @@ run."""
 from __future__ import annotations
 
 from collections import defaultdict
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
 
+from lbreplay.report.kpis import BY_NAME
 from lbreplay.report.prediction import (
     DEFAULT_NOISE,
     PREDICTED,
+    SEED_SPREAD,
     RunKpis,
     compare_prediction,
     load_noise,
@@ -53,6 +56,7 @@ def run_kpis(sample: Path, mode: str, broker_conf: Path | None = None, seed: int
     return RunKpis(name, dict(metrics.rows() + metrics.distribution_rows()), metrics.spread_curve(), seed)
 
 
+@lru_cache(maxsize=2)
 def predicted(a1: Path, b1: Path) -> RunKpis:
     """A-1's closed loop under B-1's broker.conf over :data:`SEEDS`: their median (``prediction.over_seeds``)."""
     return over_seeds([run_kpis(a1, "closed-loop", b1 / "broker.conf", s) for s in SEEDS],
@@ -116,20 +120,37 @@ def measured_noise() -> dict[str, float]:
     return out
 
 
+def measured_seed_spread() -> dict[str, float]:
+    """Per KPI, half the range of the committed prediction's seeds (A-1 under B-1's broker.conf, :data:`SEEDS`)."""
+    a, b = sorted(PAIRS)[:2]
+    seeds = predicted(PAIRS[a][0], PAIRS[b][0])
+    out = {}
+    for m in PREDICTED:
+        values = seeds.seed_values(BY_NAME[m])
+        if values:
+            out[m] = (max(values) - min(values)) / 2
+    return out
+
+
 @pytest.mark.skipif(not READY, reason="data/samples/whatif: needs two configs with two recorded runs each")
 def test_the_stored_noise_band_is_the_committed_pairs_own() -> None:
-    """conf/noise/whatif.yaml (the what-if runs' confidence band) holds what the committed pairs measure
-    (regenerate: python -m tests.report.test_whatif_pairs)."""
-    stored = load_noise(DEFAULT_NOISE)
-    assert stored == pytest.approx(measured_noise(), abs=1e-6)
+    """conf/noise/whatif.yaml (the what-if runs' confidence band) holds what the committed pairs measure: the
+    noise of two real runs of one config and the seeds' spread of the prediction (regenerate: python -m
+    tests.report.test_whatif_pairs)."""
+    assert load_noise(DEFAULT_NOISE) == pytest.approx(measured_noise(), abs=1e-6)
+    spread = load_noise(DEFAULT_NOISE, SEED_SPREAD)
+    assert spread == pytest.approx(measured_seed_spread(), abs=1e-6) and spread["unloads"] == 12.0
 
 
 if __name__ == "__main__":  # write conf/noise/whatif.yaml from the committed pairs
     import yaml
 
-    doc = {"source": "data/samples/whatif: per KPI the largest |run 1 - run 2| of one config's two real runs (their "
-                     "audits), over the configs; regenerate with python -m tests.report.test_whatif_pairs",
-           "kpis": {k: round(v, 6) for k, v in sorted(measured_noise().items())}}
+    doc = {"source": "data/samples/whatif: kpis, per KPI the largest |run 1 - run 2| of one config's two real runs "
+                     "(their audits), over the configs; seed_spread, per KPI half the range of seeds 0-4 of the "
+                     "closed loop of A-1 under B-1's broker.conf (what one seed of a what-if leaves out); regenerate "
+                     "with python -m tests.report.test_whatif_pairs",
+           "kpis": {k: round(v, 6) for k, v in sorted(measured_noise().items())},
+           SEED_SPREAD: {k: round(v, 6) for k, v in sorted(measured_seed_spread().items())}}
     DEFAULT_NOISE.parent.mkdir(parents=True, exist_ok=True)
     DEFAULT_NOISE.write_text(yaml.safe_dump(doc, sort_keys=False, width=100), encoding="utf-8")
     print(DEFAULT_NOISE.read_text(encoding="utf-8"))

@@ -356,9 +356,14 @@ def noise_of(real: RunKpis, twin: RunKpis, source: str) -> dict[str, Any]:
     return {"source": source, "kpis": {m: v for m, v in kpis.items() if v is not None}}
 
 
-def load_noise(path: str | Path | None = None) -> dict[str, float]:
-    """Per-KPI noise (stored units) from ``path`` (default ``conf/noise/whatif.yaml``); {} when the default is
-    absent (no measurement yet). Unknown KPI names are a usage error naming the file."""
+#: the noise file's sections: the real runs' noise per KPI, and half the seeds' range of one prediction per KPI
+NOISE, SEED_SPREAD = "kpis", "seed_spread"
+
+
+def load_noise(path: str | Path | None = None, section: str = NOISE) -> dict[str, float]:
+    """Per-KPI noise (stored units) from ``path`` (default ``conf/noise/whatif.yaml``), or with ``section=
+    SEED_SPREAD`` the seeds' spread measured there; {} when the default is absent (no measurement yet). Unknown KPI
+    names are a usage error naming the file."""
     file = Path(path) if path is not None else DEFAULT_NOISE
     if not file.is_file():
         if path is not None:
@@ -366,9 +371,9 @@ def load_noise(path: str | Path | None = None) -> dict[str, float]:
         return {}
     doc = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
     out: dict[str, float] = {}
-    for name, value in (doc.get("kpis") or {}).items():
+    for name, value in (doc.get(section) or {}).items():
         if name not in BY_NAME or not isinstance(value, (int, float)):
-            raise UsageError(f"{file.name}: kpis.{name}: expected a known KPI and a number")
+            raise UsageError(f"{file.name}: {section}.{name}: expected a known KPI and a number")
         out[name] = float(value)
     return out
 
@@ -387,9 +392,12 @@ def confidence_band(k: Kpi, value: float | None, noise: Mapping[str, float], map
     return (base or 0.0) + model + seed_spread
 
 
-def what_if_notes(metrics: Mapping[str, float | None], shown: Sequence[Kpi], noise: Mapping[str, float]) -> list[str]:
+def what_if_notes(metrics: Mapping[str, float | None], shown: Sequence[Kpi], noise: Mapping[str, float],
+                  seed_spread: Mapping[str, float] | None = None) -> list[str]:
     """What a what-if (closed-loop) run cannot know, and its KPIs (the predicted ones, then ``shown``) with their
-    confidence band."""
+    confidence band; one run is one seed, so its band adds ``seed_spread`` (default: the seeds' spread measured in
+    ``conf/noise/whatif.yaml``)."""
+    spread = load_noise(section=SEED_SPREAD) if seed_spread is None else seed_spread
     mape = metrics.get("calibration_mape")
     fit = "n/a" if mape is None or not math.isfinite(mape) else f"{mape:.1%}"
     bands = []
@@ -397,16 +405,20 @@ def what_if_notes(metrics: Mapping[str, float | None], shown: Sequence[Kpi], noi
         v = k.value(metrics)
         if v is None and k.metric not in metrics:
             continue
-        b = confidence_band(k, v, noise, mape)
+        b = confidence_band(k, v, noise, mape, spread.get(k.metric, 0.0))
         bands.append(f"{k.label.lower()} {format_value(k, v)}" + ("" if b is None else f" ± {format_value(k, b)}"))
-    source = "the measured noise of two real runs of one config (conf/noise) plus the load model's error" if noise \
+    measured = [m for m, on in (("the measured noise of two real runs of one config", noise),
+                                ("the seeds' spread of one prediction", spread)) if on]
+    source = " and ".join(measured) + " (conf/noise) plus the load model's error" if measured \
         else "the load model's error only (no noise measurement: a real run of one config repeats only so closely)"
+    seeds = ("the band adds the seeds' spread measured on the committed what-if pair" if spread else
+             "the band below leaves the seeds' spread out")
     return [
         "traffic replayed as recorded: the clients' rates follow their bundles, they do not react to the decisions",
         f"load model: broker usage from the traffic it holds, calibrated on the recording (cpu error {fit} MAPE)",
         "lookups not recorded: clients reconnect at once and new topics arrive as recorded",
-        "one seed of Pulsar's random choices (a broker among equally good ones): another seed moves other bundles, "
-        "so the band below leaves the seeds' spread out; `replay --seeds 0-4` and `prediction` give it",
+        f"one seed of Pulsar's random choices (a broker among equally good ones): another seed moves other bundles; "
+        f"{seeds}; `replay --seeds 0-4` and `prediction` measure this run's own",
         f"confidence band ({source}): " + "; ".join(bands),
     ]
 
