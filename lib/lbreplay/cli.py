@@ -284,7 +284,8 @@ def prediction(
     runs: str = typer.Option(..., "--runs", help="PRED,B,B2,A[,A2]: the closed loop of A's recording under B's "
                              "broker.conf (or its seeds' runs joined by +, from replay --seeds: their median and "
                              "range), then the audits of B, of B run again, of A (and of A run again)."),
-    save_noise: Optional[str] = typer.Option(None, "--save-noise", help="Write B vs B2 per KPI (a noise band YAML)."),
+    save_noise: Optional[str] = typer.Option(
+        None, "--save-noise", help="Write B vs B2 per KPI (a noise band YAML; with seeds, half their range too)."),
     lake: str = LakeOpt,
     master: Optional[str] = MasterOpt,
 ) -> None:

@@ -69,6 +69,11 @@ def test_the_noise_band_is_stored_as_data_and_read_back(tmp_path: Path) -> None:
     f = tmp_path / "noise.yaml"
     f.write_text(yaml.safe_dump(doc))
     assert load_noise(f)["unloads"] == 1.0
+    seeded = noise_of(b, b2, "B vs B'", _seeds([13, 9, 14]))  # a prediction over seeds: half their range too
+    assert seeded["seed_spread"]["unloads"] == 2.5 and "seeds 0, 1, 2 of pred" in seeded["source"]
+    f.write_text(yaml.safe_dump(seeded))
+    assert load_noise(f, "seed_spread")["unloads"] == 2.5 and load_noise(f)["unloads"] == 1.0
+    assert "seed_spread" not in noise_of(b, b2, "B vs B'", _seeds([13]))  # one seed: no spread to store
     f.write_text("kpis: {unlods: 1}")
     with pytest.raises(UsageError, match="noise.yaml: kpis.unlods"):
         load_noise(f)

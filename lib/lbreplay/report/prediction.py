@@ -350,14 +350,20 @@ def prediction_html(p: Prediction) -> str:
 
 
 # ------------------------------------------------------------------------------------ the noise band as data
-def noise_of(real: RunKpis, twin: RunKpis, source: str) -> dict[str, Any]:
-    """The noise measured on a pair of real runs of one config: per KPI |B - B'| (stored units), as stored."""
-    kpis = {m: _diff(BY_NAME[m].value(real.metrics), BY_NAME[m].value(twin.metrics)) for m in PREDICTED}
-    return {"source": source, "kpis": {m: v for m, v in kpis.items() if v is not None}}
-
-
 #: the noise file's sections: the real runs' noise per KPI, and half the seeds' range of one prediction per KPI
 NOISE, SEED_SPREAD = "kpis", "seed_spread"
+
+
+def noise_of(real: RunKpis, twin: RunKpis, source: str, predicted: RunKpis | None = None) -> dict[str, Any]:
+    """The noise measured on a pair of real runs of one config: per KPI |B - B'| (stored units), as stored; with a
+    prediction over several seeds, also half their range per KPI (``seed_spread``)."""
+    kpis = {m: _diff(BY_NAME[m].value(real.metrics), BY_NAME[m].value(twin.metrics)) for m in PREDICTED}
+    doc: dict[str, Any] = {"source": source, NOISE: {m: v for m, v in kpis.items() if v is not None}}
+    if predicted is not None and predicted.seeds:
+        values = {m: predicted.seed_values(BY_NAME[m]) for m in PREDICTED}
+        doc["source"] += f"; seed_spread: {predicted.seed_label} of {predicted.name}"
+        doc[SEED_SPREAD] = {m: (max(v) - min(v)) / 2 for m, v in values.items() if v}
+    return doc
 
 
 def load_noise(path: str | Path | None = None, section: str = NOISE) -> dict[str, float]:
@@ -518,8 +524,8 @@ def prediction_command(runs: list[str], lake: str, master: str | None = None, sa
         out = Path(save_noise)
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(yaml.safe_dump(noise_of(p.real, p.twin, f"{p.real.name} vs {p.twin.name}"), sort_keys=True),
-                       encoding="utf-8")
+        doc = noise_of(p.real, p.twin, f"{p.real.name} vs {p.twin.name}", p.predicted)
+        tmp.write_text(yaml.safe_dump(doc, sort_keys=True), encoding="utf-8")
         tmp.replace(out)
         print(f"noise band written: {out}")
     return p.passed
