@@ -286,7 +286,7 @@ def replay_command(cluster: str, config: str | None, broker_conf: str | None, se
     ids = execute(spark, lake_path(lake), cluster, specs, run_ids=run_ids, seed=seed, quiet=quiet, window=span)
     for rid in ids:
         print(rid)
-    if seed_list is not None:
+    if seed_list is not None and len(ids) > 1:
         _progress(quiet, f"{len(ids)} seeds of one run; as `prediction`'s PRED: {'+'.join(ids)}")
 
 
