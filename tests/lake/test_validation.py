@@ -319,6 +319,7 @@ def test_extensible_sample_passes(spark, lake) -> None:
     ing.ingest(spark, lake, EXTENSIBLE, "val_ext")
     report = val.validate(spark, lake, "val_ext")
     assert report.passed, report.details()
-    assert _statuses(report) == {"broker_load_data_ext": ("passed", 9), "top_bundles_load_data": ("passed", 25)}
+    assert _statuses(report) == {"broker_load_data_ext": ("passed", 9), "top_bundles_load_data": ("passed", 25),
+                                 "top_bundles_publication": ("passed", 9)}  # 9 lists, no tombstone
     assert val.is_validated(spark, lake, "val_ext", tables=["broker_load_data_ext"])
     assert not val.is_validated(spark, lake, "val_ext", tables=["broker_load"])
