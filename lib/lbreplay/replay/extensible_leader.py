@@ -244,16 +244,13 @@ class ExtensibleLeader:
     def _split(self, view: LoadView, ownership: Ownership) -> list[Decision]:
         """SplitScheduler: the split strategy on every broker's current bundle stats. The owners' own timers are not
         recorded: the check goes by the leader's timer minute (a tick at the leader's logged run is that late)."""
-        if not self.manager.split_scheduler.due(view.ts_ms - (view.timer_lag_ms or 0), self.conf):
-            return []
         layout = ownership.layout
         ids = self.broker_ids
         owned = np.flatnonzero(layout.owner >= 0)
-        if owned.size == 0:
-            return []
         vals = view.bundle_values
-        found = self.manager.split_scheduler.find(
-            self.conf, reporter=[ids[layout.owner[i]] for i in owned], bundles=[layout.names[i] for i in owned],
+        found = self.manager.check_split(
+            view.ts_ms - (view.timer_lag_ms or 0), reporter=[ids[layout.owner[i]] for i in owned],
+            bundles=[layout.names[i] for i in owned],
             namespaces=[layout.namespace[i] for i in owned], lower=layout.lower[owned], upper=layout.upper[owned],
             msg_rate=vals[owned, 2] + vals[owned, 3], msg_throughput=vals[owned, 0] + vals[owned, 1],
             topics=vals[owned, TOPICS].astype(np.int64), sessions=vals[owned, SESSIONS].astype(np.int64),

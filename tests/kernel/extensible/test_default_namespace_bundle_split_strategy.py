@@ -241,3 +241,22 @@ def test_brokers_that_did_not_run_keep_their_hit_counts() -> None:
     s.find_bundles_to_split(conf, reporter=[], bundles=[], namespaces=[], lower=[], upper=[], msg_rate=[],
                             msg_throughput=[], topics=[], sessions=[], bundle_count_per_namespace={})
     assert s.get_state() == {"splitConditionHitCounts": {}}
+
+
+def test_the_managers_split_check_runs_on_the_split_schedulers_timer() -> None:
+    """``ExtensibleLoadManager.check_split`` (the replay's split cycle): ``SplitScheduler.execute`` runs at once,
+    then not before ``loadBalancerSplitIntervalMinutes`` passed; each run is the strategy over the stats given."""
+    from lbreplay.kernel.extensible.extensible_load_manager import ExtensibleLoadManager
+
+    conf = make_conf(loadBalancerNamespaceBundleSplitConditionHitCountThreshold=0, loadBalancerSplitIntervalMinutes=1)
+    manager = ExtensibleLoadManager(conf=conf)
+    s = stats(msgRateIn=101)
+    rows = dict(reporter=[BROKER], bundles=[BUNDLE1], namespaces=["tenant/namespace"], lower=[0], upper=[0xFFFFFFFF],
+                msg_rate=np.array([s["msgRateIn"] + s["msgRateOut"]]),
+                msg_throughput=np.array([s["msgThroughputIn"] + s["msgThroughputOut"]]), topics=np.array([s["topics"]]),
+                sessions=np.array([s["consumerCount"] + s["producerCount"]]),
+                bundle_count_per_namespace={"tenant/namespace": 0})
+    got = [(d.bundle, d.reason, d.children) for d in manager.check_split(10_000, **rows)]
+    assert got == [(BUNDLE1, "MsgRate", CHILDREN1)]
+    assert manager.check_split(69_999, **rows) == []  # the scheduler's interval has not passed
+    assert [d.bundle for d in manager.check_split(70_000, **rows)] == [BUNDLE1]

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from lbreplay.kernel.bundle_split import SplitDecision
 from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.extensible.broker_filters import filter_brokers
 from lbreplay.kernel.extensible.context import ExtensibleContext
@@ -90,6 +91,15 @@ class ExtensibleLoadManager:
                     assigned[bundle] = owner
             out.append((bundle, owner))
         return out
+
+    def check_split(self, now_ms: int, **bundle_stats: Any) -> list[SplitDecision]:
+        """``SplitScheduler.execute`` when its timer is due (every ``loadBalancerSplitIntervalMinutes``, the first
+        run at once): the split strategy over every broker's own bundle stats (``BrokerService.getBundleStats()``:
+        every bundle it owns, not only its top-K list; the keyword rows of ``find_bundles_to_split``); nothing when
+        it is not due. The replay's split cycle (the modular ``check_split``'s counterpart)."""
+        if not self.split_scheduler.due(now_ms, self.conf):
+            return []
+        return self.split_scheduler.find(self.conf, **bundle_stats)
 
     def split(self, view: ExtensibleContext, layouts_for: Callable[[Iterable[str]], Mapping[str, np.ndarray]],
               topics: Mapping[str, TopicStats] | None = None) -> Splitting:
