@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 import io
 import json
 import math
@@ -52,10 +53,28 @@ from lbreplay.live_audit.leader_view import (
 RUN_STEP_MS = 1_000  # a shedding run's lag behind its timer tick moves by at most this since the previous run
 
 
+LEADER_LOG = "leader-decisions.log"
+
+
+def leader_log(dump: Path) -> list[str]:
+    """The lines of the dump's ``leader-decisions.log`` (none without one), read once per version of the file
+    (the comparison reads them for the decisions, the shedding timer and the explanations)."""
+    log = dump / LEADER_LOG
+    if not log.is_file():
+        return []
+    st = log.stat()
+    return list(_log_lines(str(log), st.st_mtime_ns, st.st_size))
+
+
+@functools.lru_cache(maxsize=4)
+def _log_lines(path: str, mtime_ns: int, size: int) -> tuple[str, ...]:
+    del mtime_ns, size  # the cache key: a rewritten log is read again
+    return tuple(Path(path).read_text(encoding="utf-8", errors="replace").splitlines())
+
+
 def leader_decisions(dump: Path) -> list[Decision]:
     """The leader's decisions; a SPLIT's source is the broker whose report held the bundle at that time."""
-    log = dump / "leader-decisions.log"
-    decisions = parse_leader_log(log.read_text(encoding="utf-8").splitlines()) if log.exists() else []
+    decisions = parse_leader_log(leader_log(dump))
     brokers = recorded_versions(dump, "brokers")
     out = []
     for d in decisions:
@@ -123,8 +142,7 @@ def _bundle_rows(spark: Any, lake: str, cluster: str, ts_ms: int, bundle: str, t
 def explain(spark: Any, lake: str, cluster: str, dump: Path, cmp: Comparison, ticks: list[int],
             bundle_table: str = "bundle_load") -> list[dict[str, Any]]:
     """One entry per difference with the facts that explain it."""
-    log = dump / "leader-decisions.log"
-    kept_lines = owner_kept(log.read_text(encoding="utf-8").splitlines()) if log.exists() else []
+    kept_lines = owner_kept(leader_log(dump))
     out = []
     near = {id(d): a for d, a in cmp.near}
     for side, items in (("leader-only", cmp.leader_only), ("audit-only", cmp.audit_only)):
@@ -262,12 +280,11 @@ def _shedding_timer(dump: Path, rows: dict[str, list[dict[str, Any]]], broker_co
     interval = int(PulsarConfig.resolve(pulsar)["loadBalancerSheddingIntervalMinutes"])
     reports = [ms(r["ts"]) for r in rows.get(_report_tables(rows)[0], [])]
     elections = sorted(ms(r["ts"]) for r in rows.get("leader_election", []))
-    log = dump / "leader-decisions.log"
-    if not reports or not log.exists():
+    lines = leader_log(dump)
+    if not reports or not (dump / LEADER_LOG).is_file():
         return None
     first, last = min(reports), max(reports)
     audit = [t for t, minute in timer_minutes(elections, first, last) if runs_at(minute, interval)]
-    lines = log.read_text(encoding="utf-8").splitlines()
     leader = [t for t in shedding_runs(lines) if first <= t <= last]
     return audit, leader, elections, lines, (first, last)
 
@@ -396,9 +413,7 @@ def check(dump: Path, work: Path, cluster: str, broker_conf: Path | None, spark:
     spark = spark or get_spark(lake, master=master, conf={"spark.sql.shuffle.partitions": "2",
                                                           "spark.ui.enabled": "false"})
     leader = leader_decisions(dump)
-    log = dump / "leader-decisions.log"
-    failed = [d for d in parse_leader_log(log.read_text(encoding="utf-8").splitlines(), attempts=True)
-              if d.outcome == "failed"] if log.exists() else []
+    failed = [d for d in parse_leader_log(leader_log(dump), attempts=True) if d.outcome == "failed"]
     report: dict[str, Any] = {"cluster": cluster, "leader_decisions": len(leader),
                               "leader_failed_split_attempts": [f"{_iso(d.at_ms)} {d.bundle}" for d in failed],
                               "leader_unloads": sum(d.action == "UNLOAD" for d in leader),
