@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,10 +63,15 @@ def test_audit_reproduces_the_extensible_leader(spark, lake: str, tmp_path: Path
     load manager on the versions the leader held (published weightedMaxEMA, top bundles lists in their published
     order, tombstones) at its UnloadScheduler's minutes, and makes the leader's 11 transfers (same bundle, source,
     destination and minute) and the owners' 5 splits, nothing else."""
-    report = check(SAMPLE, tmp_path, "real-ext", SAMPLE / "broker.conf", spark=spark, lake=lake)
+    assert_reproduced(check(SAMPLE, tmp_path, "real-ext", SAMPLE / "broker.conf", spark=spark, lake=lake), 16, 11)
+
+
+def assert_reproduced(report: dict[str, Any], decisions: int, unloads: int) -> None:
+    """The comparison of an audit that reproduces its leader: the raw recording validated, every one of the
+    leader's ``decisions`` matched and nothing else, its ``unloads`` to the leader's destinations."""
     assert report["raw"]["validation_passed"], report["raw"]["validation"]
     assert report["result"] == "compared", report["result"]
     assert not report["differences"], report["differences"]
-    assert report["matched"] == report["leader_decisions"] == report["audit_decisions"] == 16
-    unloads = [m for m in report["matched_decisions"] if m["action"] == "UNLOAD"]
-    assert len(unloads) == 11 and all(m["leader_target"] == m["audit_target"] for m in unloads)
+    assert report["matched"] == report["leader_decisions"] == report["audit_decisions"] == decisions
+    moved = [m for m in report["matched_decisions"] if m["action"] == "UNLOAD"]
+    assert len(moved) == unloads and all(m["leader_target"] == m["audit_target"] for m in moved)
