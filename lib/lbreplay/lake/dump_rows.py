@@ -400,7 +400,7 @@ def shedding_run_rows(runs_ms: list[int], cluster: str, out: DumpRows, lines: Se
     for r in out.rows[BROKER_LOAD.name] if lines else ():
         usage = [r.get(f"{c}_usage") or 0.0 for c in RESOURCES]
         limit = [r.get(f"{c}_limit") or 0.0 for c in RESOURCES]
-        versions.setdefault(r["broker"], []).append((_epoch_ms(r["ts"]), printed_resource_usage(usage, limit)))
+        versions.setdefault(r["broker"], []).append((epoch_ms(r["ts"]), printed_resource_usage(usage, limit)))
     for v in versions.values():
         v.sort(key=lambda x: x[0])
     reads = run_read_times(runs_ms, shedding_views(lines), versions) if lines else [None] * len(runs_ms)
@@ -408,7 +408,8 @@ def shedding_run_rows(runs_ms: list[int], cluster: str, out: DumpRows, lines: Se
                                        for t, r in zip(runs_ms, reads))
 
 
-def _epoch_ms(ts: datetime) -> int:
+def epoch_ms(ts: datetime) -> int:
+    """A row's timestamp (``tick_of``'s UTC datetime) as epoch milliseconds, exactly."""
     return int(ts.timestamp()) * 1000 + ts.microsecond // 1000
 
 

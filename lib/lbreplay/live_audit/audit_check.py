@@ -41,6 +41,7 @@ from lbreplay.kernel.leader_election import (
 )
 from lbreplay.kernel.resource_usage import RESOURCES, java_2f
 from lbreplay.kernel.resource_usage import printed_resource_usage as print_usage
+from lbreplay.lake.dump_rows import LEADER_LOG, epoch_ms, leader_log_lines
 from lbreplay.live_audit.comparison import SAME_RUN_MS, Comparison, compare
 from lbreplay.live_audit.leader_view import (
     held_at,
@@ -53,23 +54,20 @@ from lbreplay.live_audit.leader_view import (
 RUN_STEP_MS = 1_000  # a shedding run's lag behind its timer tick moves by at most this since the previous run
 
 
-LEADER_LOG = "leader-decisions.log"
-
-
 def leader_log(dump: Path) -> list[str]:
-    """The lines of the dump's ``leader-decisions.log`` (none without one), read once per version of the file
-    (the comparison reads them for the decisions, the shedding timer and the explanations)."""
+    """The lines of the dump's leader log (``dump_rows.leader_log_lines``), read once per version of the file (the
+    comparison reads them for the decisions, the shedding timer and the explanations)."""
     log = dump / LEADER_LOG
     if not log.is_file():
         return []
     st = log.stat()
-    return list(_log_lines(str(log), st.st_mtime_ns, st.st_size))
+    return list(_log_lines(dump, st.st_mtime_ns, st.st_size))
 
 
 @functools.lru_cache(maxsize=4)
-def _log_lines(path: str, mtime_ns: int, size: int) -> tuple[str, ...]:
+def _log_lines(dump: Path, mtime_ns: int, size: int) -> tuple[str, ...]:
     del mtime_ns, size  # the cache key: a rewritten log is read again
-    return tuple(Path(path).read_text(encoding="utf-8", errors="replace").splitlines())
+    return tuple(leader_log_lines(dump))
 
 
 def leader_decisions(dump: Path) -> list[Decision]:
@@ -192,9 +190,10 @@ def after_the_recording(leader: list[Decision], last_tick_ms: int | None, rows: 
     checks splits at the leader's timer minutes, so the split goes with the nearest one."""
     if last_tick_ms is None:
         return leader, []
-    starts = sorted(_ms(r["ts"]) for r in rows.get("leader_election", []))
-    runs = sorted(((_ms(r["ts"]), _ms(r["read_at"]) if r.get("read_at") is not None else None)
+    starts = sorted(epoch_ms(r["ts"]) for r in rows.get("leader_election", []))
+    runs = sorted(((epoch_ms(r["ts"]), epoch_ms(r["read_at"]) if r.get("read_at") is not None else None)
                    for r in rows.get("shedding_run", [])), key=lambda r: r[0])
+    runs_ms, reads_ms = [t for t, _ in runs], [r for _, r in runs]
     timed_splits = broker_table != "broker_load"
     kept: list[Decision] = []
     beyond: list[Decision] = []
@@ -202,25 +201,12 @@ def after_the_recording(leader: list[Decision], last_tick_ms: int | None, rows: 
         start = max((t for t in starts if t <= d.at_ms), default=None)
         tick = None
         if start is not None and d.action == "UNLOAD":
-            tick = _run_tick(start + (d.at_ms - start) // 60_000 * 60_000, runs)
+            minute = start + (d.at_ms - start) // 60_000 * 60_000  # its tick as the audit's timer places it
+            tick = next(at_logged_runs(iter([(minute, minute)]), runs_ms, reads_ms))[0]
         elif start is not None and d.action == "SPLIT" and timed_splits:  # the owner's timer: the nearest minute
             tick = start + (d.at_ms - start + 30_000) // 60_000 * 60_000
         (beyond if tick is not None and tick > last_tick_ms else kept).append(d)
     return kept, beyond
-
-
-def _run_tick(minute: int, runs: list[tuple[int, int | None]]) -> int:
-    """The audit's tick of the shedding run of a timer ``minute``: the logged run within 30 s after it, at its read
-    (or its start), else the minute (``leader_election.at_logged_runs``)."""
-    i = bisect.bisect_left(runs, minute, key=lambda r: r[0])
-    if i < len(runs) and runs[i][0] - minute < LOGGED_RUN_WITHIN_MS:
-        run, read = runs[i]
-        return run if read is None else read
-    return minute
-
-
-def _ms(ts: Any) -> int:
-    return int(ts.timestamp()) * 1000 + ts.microsecond // 1000
 
 
 def _not_audited(d: Decision) -> dict[str, Any]:
@@ -266,20 +252,13 @@ def _shedding_timer(dump: Path, rows: dict[str, list[dict[str, Any]]], broker_co
     first and last time), or None without reports or a leader log: the timer minutes of the recorded election
     (``kernel.leader_election``) at the shedding interval (``loadBalancerSheddingIntervalMinutes`` of the audit's
     keys), between the first and the last report version."""
-    from datetime import datetime, timedelta, timezone
-
     from lbreplay.kernel.config import PulsarConfig
     from lbreplay.replay.run_config import resolve_run_config
 
-    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-    def ms(ts: datetime) -> int:
-        return (ts - epoch) // timedelta(milliseconds=1)
-
     pulsar, _ = resolve_run_config(None, str(broker_conf) if broker_conf else None)  # the audit's keys
     interval = int(PulsarConfig.resolve(pulsar)["loadBalancerSheddingIntervalMinutes"])
-    reports = [ms(r["ts"]) for r in rows.get(_report_tables(rows)[0], [])]
-    elections = sorted(ms(r["ts"]) for r in rows.get("leader_election", []))
+    reports = [epoch_ms(r["ts"]) for r in rows.get(_report_tables(rows)[0], [])]
+    elections = sorted(epoch_ms(r["ts"]) for r in rows.get("leader_election", []))
     lines = leader_log(dump)
     if not reports or not (dump / LEADER_LOG).is_file():
         return None
