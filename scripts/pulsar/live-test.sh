@@ -6,7 +6,8 @@
 #   --mode observed with the brokers' broker.conf and compare the audit with the leader (compare_leader.py).
 # usage: scripts/pulsar/live-test.sh [--minutes 15] [--brokers 3] [--work DIR] [--load-manager modular]
 #            [--conf-overlay FILE] [--schedule FILE] [--no-audit]
-#   (TRAFFIC_ARGS: extra flags for traffic.py, e.g. "--hot-rate 400 --tail-rate 150")
+#   (TRAFFIC_ARGS: extra flags for traffic.py, e.g. "--hot-rate 400 --tail-rate 150"; PULSAR_VERSION: the release
+#   the brokers run, default 4.0.7, e.g. PULSAR_VERSION=3.0.7 with --conf-overlay scripts/pulsar/topologies/round-robin-3.0.conf)
 #   --conf-overlay: broker.conf keys of this run (start-cluster.sh --conf-overlay); --schedule: a traffic.py schedule
 #   (YAML), which also sets the minutes, the brokers at the start and the events: a broker joining (started at its
 #   offset), a broker SIGKILLed (by PID), logged in WORK/events.log; --no-audit: record only (no compare_leader.py).

@@ -18,7 +18,10 @@
 # LB_HISTORY_PERCENTAGE (loadBalancerHistoryResourcePercentage, default 0.5: the smoothed usage follows a
 # change within minutes, so an 8-minute test sees unloads); for the extensible manager LB_TARGET_STD
 # (loadBalancerBrokerLoadTargetStd, default 0.001), LB_HIT_COUNT (loadBalancerSheddingConditionHitCountThreshold,
-# default 1) and LB_SHEDDING_DELAY_SECONDS (loadBalanceSheddingDelayInSeconds, default 60).
+# default 1) and LB_SHEDDING_DELAY_SECONDS (loadBalanceSheddingDelayInSeconds, default 60); PULSAR_VERSION, the
+# release the brokers run (default 4.0.7; jars.sh resolves each release's jars once, e.g. PULSAR_VERSION=3.0.7).
+# Every broker.conf key written here is a ServiceConfiguration field of 3.0.7 and 4.0.7
+# (conf/pulsar/service-configuration/<line>.txt); an overlay for another line must name that line's keys only.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -42,7 +45,7 @@ while [ $# -gt 0 ]; do
     --conf-overlay) OVERLAY="$2"; shift 2 ;;
     --deferred) DEFERRED="$2"; shift 2 ;;
     --only-broker) ONLY="$2"; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "start-cluster: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -63,8 +66,11 @@ T0=$(date +%s)
 # on any failure: stop what was started (by PID), keep the logs
 [ -n "$ONLY" ] || trap 'st=$?; [ $st -ne 0 ] && { echo "start-cluster: failed; stopping what started (logs in $RUN_DIR/logs)" >&2; "$HERE/stop-cluster.sh" --run-dir "$RUN_DIR" >&2; }; exit $st' EXIT
 
-"$HERE/jars.sh" >/dev/null 2>"$RUN_DIR/logs/jars.err" || { cat "$RUN_DIR/logs/jars.err" >&2; exit 1; }
-JARS="$ROOT/build/pulsar/lib"
+# the release: PULSAR_VERSION (jars.sh), kept in RUN_DIR/pulsar-version.txt so a joining broker runs the same jars
+[ -z "$ONLY" ] || PULSAR_VERSION="$(cat "$RUN_DIR/pulsar-version.txt")"
+export PULSAR_VERSION="${PULSAR_VERSION:-4.0.7}"
+echo "$PULSAR_VERSION" > "$RUN_DIR/pulsar-version.txt"
+JARS="$("$HERE/jars.sh" 2>"$RUN_DIR/logs/jars.err")" || { cat "$RUN_DIR/logs/jars.err" >&2; exit 1; }
 JAVA_OPTS=(-XX:+UseG1GC -XX:+ExitOnOutOfMemoryError -Djava.net.preferIPv4Stack=true
   --add-opens java.base/java.nio=ALL-UNNAMED --add-opens java.base/sun.nio.ch=ALL-UNNAMED
   --add-opens java.base/jdk.internal.misc=ALL-UNNAMED --add-opens java.base/sun.net=ALL-UNNAMED
@@ -269,7 +275,7 @@ for i in $(seq 1 "$STARTED"); do
   wait_http "http://127.0.0.1:$((18080 + OFFSET + i))/admin/v2/brokers/ready" 240 "$(cat "$RUN_DIR/pids/broker-$i.pid")"
 done
 echo "$(( $(date +%s) - T0 ))" > "$RUN_DIR/startup-seconds.txt"
-echo "cluster $CLUSTER up in $(cat "$RUN_DIR/startup-seconds.txt") s ($(cat "$RUN_DIR/cpu-isolation.txt"))"
+echo "cluster $CLUSTER (Pulsar $PULSAR_VERSION) up in $(cat "$RUN_DIR/startup-seconds.txt") s ($(cat "$RUN_DIR/cpu-isolation.txt"))"
 echo "admin:          $(paste -sd' ' "$RUN_DIR/admin-urls.txt")"
 echo "metadata store: zk:127.0.0.1:$ZK_PORT"
 echo "broker.conf:    $RUN_DIR/conf/broker.conf"
