@@ -12,6 +12,10 @@ instead: the namespace, topics, message size and duration, the Zipf tail (its ra
 k-th fullest bundle's first topics at a rate from ``from`` to ``to`` seconds) and the cluster events the caller
 runs (a broker joining, a broker SIGKILLed: ``--print-events`` prints them as ``<seconds> <join|kill> <broker>``).
 
+``--hot-owner`` puts the hot load on one broker instead: once the producers are connected, the broker that owns
+the most topics (``/lookup/v2/topic``; ties: the lower URL) gets all its topics at ``--hot-rate`` each, the others
+keep the Zipf tail (the extensible manager near its defaults: scripts/pulsar/topologies/extensible-defaults.conf).
+
 usage: python scripts/pulsar/traffic.py --admin-url http://127.0.0.1:18081 --service-url pulsar://127.0.0.1:16651
        python scripts/pulsar/traffic.py --schedule FILE --print-events
 """
@@ -155,6 +159,8 @@ def main() -> int:
     ap.add_argument("--bundles", type=int, default=16)
     ap.add_argument("--topics", type=int, default=48)
     ap.add_argument("--hot-rate", type=float, default=400.0, help="msg/s of each of the two hot topics")
+    ap.add_argument("--hot-owner", action="store_true",
+                    help="every topic of the broker owning the most topics is hot (at --hot-rate), not one bundle's two")
     ap.add_argument("--tail-rate", type=float, default=160.0, help="msg/s of the top Zipf topic")
     ap.add_argument("--zipf", type=float, default=0.8)
     ap.add_argument("--phase", type=float, default=300.0, help="seconds between rank rotations")
@@ -177,10 +183,25 @@ def main() -> int:
                     hot=(HotGroup(0, 2, a.hot_rate, 0.0, float("inf")),))
     if not a.admin_url or not a.service_url:
         ap.error("--admin-url and --service-url are required")
-    return produce(a.admin_url.rstrip("/"), a.service_url, a.cluster, plan, a.batching)
+    return produce(a.admin_url.rstrip("/"), a.service_url, a.cluster, plan, a.batching,
+                   a.hot_owner and a.schedule is None)
 
 
-def produce(admin: str, service_url: str, cluster: str, plan: Plan, batching: bool) -> int:
+def owners_hot(admin: str, topics: list[str], rate: float) -> list[tuple[HotGroup, list[str]]]:
+    """``--hot-owner``: the topics of the broker that owns the most of them (``/lookup/v2/topic``; ties: the lower
+    broker URL), as one hot group at ``rate`` msg/s each."""
+    owners: dict[str, str] = {}
+    for t in topics:
+        st, txt = http("GET", f"{admin}/lookup/v2/topic/{t.replace('://', '/')}")
+        assert st == 200, (t, st, txt)
+        owners[t] = json.loads(txt)["brokerUrl"]
+    broker = min(set(owners.values()), key=lambda b: (-list(owners.values()).count(b), b))
+    hot = [t for t in topics if owners[t] == broker]
+    print(f"traffic: --hot-owner: {broker} owns {len(hot)} of {len(topics)} topics", flush=True)
+    return [(HotGroup(-1, len(hot), rate, 0.0, float("inf")), hot)]
+
+
+def produce(admin: str, service_url: str, cluster: str, plan: Plan, batching: bool, hot_owner: bool = False) -> int:
     """Create the namespace, then send each topic's messages at the plan's rates until the end or a signal."""
     import pulsar
 
@@ -210,6 +231,11 @@ def produce(admin: str, service_url: str, cluster: str, plan: Plan, batching: bo
                            logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
     producers = {t: client.create_producer(t, batching_enabled=batching, batching_max_publish_delay_ms=10,
                                            block_if_queue_full=False, max_pending_messages=5000) for t in topics}
+    if hot_owner:  # every topic is looked up now (the producers connected): the hot load goes to one broker
+        groups = owners_hot(admin, topics, plan.hot[0].rate)
+        hot = groups[0][1]
+        tail = [t for t in topics if t not in hot]
+        print(f"traffic: hot {hot} at {plan.hot[0].rate} msg/s each; {len(tail)} Zipf topics", flush=True)
     payload = b"x" * plan.size
     started = time.time()
     credit = {t: 0.0 for t in topics}
