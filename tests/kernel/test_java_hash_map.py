@@ -1,6 +1,6 @@
 """lbreplay.kernel.java_hash_map against the JDK's own HashMap / HashSet / LinkedHashMap / ConcurrentHashMap.
 
-Random histories (put, remove, computeIfAbsent, clear, copy construction; broker ids, bundle names, unicode,
+Random histories (put, remove, an iterator's remove (``removeIf``), computeIfAbsent, clear, copy construction; broker ids, bundle names, unicode,
 keys colliding in full (``Aa`` / ``BB`` blocks) or in their bin) run through tests/kernel/java/JavaHashOrder.java,
 compiled once per module and kept open as one JVM reading a history per line; the key order must be equal.
 """
@@ -100,6 +100,11 @@ def replay(kind: str, capacity: int | None, ops: list[Op]) -> list[str]:
             m.put(keys[0])
         elif code == "-":
             m.remove(keys[0])
+        elif code == "x":  # removeIf: an iterator's remove (HashMap: movable=false; the others as remove(key))
+            if isinstance(m, JavaHashMap):
+                m.remove(keys[0], movable=False)
+            else:
+                m.remove(keys[0])
         elif code == "?":
             m.compute_if_absent(keys[0])
         elif code == "c":
@@ -123,7 +128,7 @@ def histories(draw: st.DrawFn) -> tuple[str, int | None, list[Op]]:
     capacity = draw(st.one_of(st.none(), st.integers(0, 40), st.sampled_from([64, 100, 128, 256])))
     pool = draw(st.sampled_from(POOLS))
     key = st.one_of(st.sampled_from(pool), st.text(max_size=6)) if draw(st.booleans()) else st.sampled_from(pool)
-    codes = ["+"] * 6 + ["-"] * 2 + ([] if kind == "HashSet" else ["?"] * 2)
+    codes = ["+"] * 6 + ["-"] * 2 + ["x"] + ([] if kind == "HashSet" else ["?"] * 2)
     ops: list[Op] = []
     for _ in range(draw(st.integers(0, 200))):
         r = draw(st.integers(0, 199))
@@ -141,6 +146,16 @@ def histories(draw: st.DrawFn) -> tuple[str, int | None, list[Op]]:
 def test_iteration_order_matches_the_jdk(jvm: Jvm, history: tuple[str, int | None, list[Op]]) -> None:
     kind, capacity, ops = history
     assert replay(kind, capacity, ops) == jvm.order(kind, capacity, ops)
+
+
+def test_iterator_removal_keeps_a_tree_bin_and_its_first_node(jvm: Jvm) -> None:
+    """``removeIf`` (an iterator's remove, ``movable=false``) leaves a shrinking tree bin a tree with its first node
+    in place, where ``remove(key)`` turns it back into a list with the root first: the orders differ."""
+    grow = _ops("+", COLLIDING[:12])
+    for code in ("x", "-"):
+        ops = grow + _ops(code, COLLIDING[2:11])
+        assert replay("HashSet", 64, ops) == jvm.order("HashSet", 64, ops)
+    assert replay("HashSet", 64, grow + _ops("x", COLLIDING[2:11])) != replay("HashSet", 64, grow + _ops("-", COLLIDING[2:11]))
 
 
 def _ops(code: str, keys: list[str]) -> list[Op]:

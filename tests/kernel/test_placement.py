@@ -166,13 +166,14 @@ def test_overload_recheck_uses_policy_set() -> None:
 
 def test_shedding_excluded_namespace_uses_round_robin() -> None:
     """PIP-380: bundles of loadBalancerSheddingExcludedNamespaces are placed by RoundRobinBrokerSelector over the
-    filtered candidates (sorted ids here), ignoring load."""
+    filtered candidates in brokerCandidateCache's order (a HashSet: "b:1", "a:1", "c:1", bins 8, 9, 11 of 16),
+    ignoring load."""
     ld = World(brokers={"a:1": Br(long_rate_in=0), "b:1": Br(long_rate_in=9e9), "c:1": Br(long_rate_in=9e9)}).build()
     pol = NamespacePolicies(shedding_excluded_namespaces=frozenset({"ex/ns"}))
     leader = LeaderState.from_load_data(ld)
     c = conf(loadBalancerDistributeBundlesEvenlyEnabled=False)
     got = [select_broker(f"ex/ns/0x{i:08x}_0x{i + 1:08x}", ld, c, LeastLongTermMessageRate(), leader, pol, _rng()) for i in range(4)]
-    assert got == ["a:1", "b:1", "c:1", "a:1"]
+    assert got == ["b:1", "a:1", "c:1", "b:1"]
     assert leader.round_robin.get_state()["count"] == 4
 
 

@@ -40,9 +40,10 @@ Where Pulsar (``org.apache.pulsar.broker.loadbalance``; read on master and the 4
   ``DefaultNamespaceBundleSplitStrategyImpl.findBundlesToSplit`` caps at
   ``loadBalancerMaxNumberOfBundlesToSplitPerCycle`` over ``getBrokerService().getBundleStats()``.
 * ``ModularLoadManagerImpl``: ``brokerCandidateCache`` (``HashSet``, cleared and refilled per assignment by
-  ``LoadManagerShared.applyNamespacePolicies`` and the broker filters) is the candidate set placement walks
-  (``LeastLongTermMessageRate`` keeps the first best broker of its iteration); ``preallocatedBundleToBroker``
-  (``ConcurrentHashMap``).
+  ``LoadManagerShared.applyNamespacePolicies`` through the thread's two ``HashSet`` caches, thinned by the broker
+  filters: :mod:`lbreplay.kernel.broker_candidate_cache`) is the candidate set placement walks
+  (``RoundRobinBrokerSelector``'s ``List.copyOf``, ``LeastResourceUsageWithWeight``'s sum);
+  ``preallocatedBundleToBroker`` (``ConcurrentHashMap``).
 * ``AvgShedder.brokerHitCountForHigh`` / ``brokerHitCountForLow`` (``HashMap``): read by key only, their order
   never matters; ``bundleBrokerMap`` (``HashMap`` keyed by ``BundleData``) likewise.
 
@@ -248,8 +249,10 @@ class JavaHashMap:
             tb.move_root_to_front(tab, tb.build_tree(hd))
 
     # --- remove / clear -------------------------------------------------------------------------------
-    def remove(self, key: str) -> None:
-        """``remove(key)``: the others keep their order (a tree bin may turn back into a list)."""
+    def remove(self, key: str, movable: bool = True) -> None:
+        """``remove(key)``: the others keep their order (a tree bin may turn back into a list).
+        ``movable=False``: an iterator's ``remove()`` (``removeIf``, ``keySet().removeIf``): a tree bin stays a tree
+        and keeps its first node (``removeNode(..., movable=false)``)."""
         tab = self._table
         if not tab:
             return
@@ -275,7 +278,7 @@ class JavaHashMap:
         if node is None:
             return
         if node.tree:
-            tb.remove_tree_node(tab, node)
+            tb.remove_tree_node(tab, node, movable)
         elif node is p:
             tab[index] = node.next
         else:

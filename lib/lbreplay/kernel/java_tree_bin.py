@@ -418,8 +418,9 @@ def move_root_to_front(tab: list[Node | None], root: Node) -> None:
         root.prev = None
 
 
-def remove_tree_node(tab: list[Node | None], node: Node) -> None:
-    """``TreeNode.removeTreeNode(map, tab, movable=true)``."""
+def remove_tree_node(tab: list[Node | None], node: Node, movable: bool = True) -> None:
+    """``TreeNode.removeTreeNode(map, tab, movable)``: ``movable`` for ``remove(key)``, not for an iterator's
+    ``remove()`` (``removeIf``), which neither turns a small tree back into a list nor moves the root first."""
     index = (len(tab) - 1) & node.hash
     first = tab[index]
     assert first is not None
@@ -435,10 +436,12 @@ def remove_tree_node(tab: list[Node | None], node: Node) -> None:
         return
     if root.parent is not None:
         root = root_of(root)
-    if too_small(root):
+    if movable and too_small(root):
         tab[index] = untreeify(first)
         return
-    move_root_to_front(tab, delete(root, node, blacken_new_root=True))
+    new_root = delete(root, node, blacken_new_root=True)
+    if movable:
+        move_root_to_front(tab, new_root)
 
 
 # --- ConcurrentHashMap.TreeBin ---------------------------------------------------------------------

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from lbreplay.kernel.broker_candidate_cache import BrokerCandidateCache
 from lbreplay.kernel.load_data import (
     LoadData,
     insert_bundles,
@@ -86,6 +87,8 @@ class LeaderState:
       ``preallocateBundle`` (:meth:`add`). Mutate it only through :meth:`reload`, :meth:`add`, :meth:`set_state`
       or by assigning a whole new mapping.
     * ``round_robin``: ``sheddingExcludedNamespaceSelectionStrategy``.
+    * ``candidate_cache``: ``brokerCandidateCache`` and the placing thread's policy caches (their table lengths:
+      the order placement walks its candidates, :mod:`lbreplay.kernel.broker_candidate_cache`).
 
     :meth:`reload` only snapshots the bundle columns; the nested dict is built on first access of
     ``bundle_ranges``, and :meth:`namespace_bundle_counts` (what placement reads on every call) comes from per-namespace
@@ -101,6 +104,7 @@ class LeaderState:
         round_robin: RoundRobinBrokerSelector | None = None,
     ) -> None:
         self.round_robin = round_robin if round_robin is not None else RoundRobinBrokerSelector()
+        self.candidate_cache = BrokerCandidateCache()
         self._ranges: dict[str, dict[str, set[str]]] | None
         self.bundle_ranges = bundle_ranges if bundle_ranges is not None else {}
 
@@ -211,6 +215,7 @@ class LeaderState:
                 b: {ns: sorted(r) for ns, r in sorted(m.items())} for b, m in sorted(self.bundle_ranges.items())
             },
             "roundRobin": self.round_robin.get_state(),
+            "brokerCandidateCache": self.candidate_cache.get_state(),
         }
         if ld is not None:
             b = ld.bundles
@@ -228,6 +233,7 @@ class LeaderState:
         if raw is not None:
             self.bundle_ranges = {str(b): {str(ns): set(r) for ns, r in m.items()} for b, m in raw.items()}
         self.round_robin.set_state(state.get("roundRobin") or {})
+        self.candidate_cache.set_state(state.get("brokerCandidateCache"))
         if ld is None:
             return
         for broker, bundles in (state.get("preallocatedBundleData") or {}).items():

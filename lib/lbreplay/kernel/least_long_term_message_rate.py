@@ -142,10 +142,12 @@ def pick_least(candidates: np.ndarray, scores: np.ndarray, rng: np.random.Genera
 
 
 def _uniform_pick(best: np.ndarray, rng: np.random.Generator) -> int:
-    """``bestBrokers.get(ThreadLocalRandom.current().nextInt(size))``, drawn only when several tie; -1 for none."""
+    """``bestBrokers.get(ThreadLocalRandom.current().nextInt(size))``, drawn only when several tie; -1 for none.
+    The seeded draw is over the rows in ascending order, whatever order the candidates came in (Pulsar's draw is
+    random: the candidate set's order does not decide it)."""
     if best.size <= 1:
         return int(best[0]) if best.size else -1
-    return int(best[rng.integers(best.size)])
+    return int(np.sort(best)[rng.integers(best.size)])
 
 
 class LeastLongTermMessageRate:
@@ -157,7 +159,7 @@ class LeastLongTermMessageRate:
     def select_broker(
         self, candidates: np.ndarray, bundle: str, ld: LoadData, conf: PulsarConfig, rng: np.random.Generator
     ) -> int:
-        """``selectBroker``: a broker row among ``candidates`` (sorted rows) with the least score; -1 if none.
+        """``selectBroker``: a broker row among ``candidates`` (any order) with the least score; -1 if none.
 
         Inside a ``load_data.derived_cache`` block the least-score set of a candidate array is kept until the next
         preallocation (the scores do not change before), so only the uniform draw is repeated.

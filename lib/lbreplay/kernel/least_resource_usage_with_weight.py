@@ -4,8 +4,9 @@ Mirrors ``org.apache.pulsar.broker.loadbalance.impl.LeastResourceUsageWithWeight
 ``brokerAvgResourceUsageWithWeight`` of the weighted max usage is advanced on EVERY ``selectBroker`` call
 (``updateAndGetMaxResourceUsageWithWeight``); it restarts from the current usage when the broker reports no
 bundles or no message rate. Brokers whose EWMA + ``loadBalancerAverageResourceUsageDifferenceThresholdPercentage``
-is at most the candidates' average are the best; if none, every candidate. The pick is uniform (``rng``).
-Candidates are visited in sorted row order (Java: ``HashSet`` order, which only affects the float sum).
+is at most the candidates' average are the best; if none, every candidate. The pick is uniform (``rng``, over the
+best rows in ascending order). The average sums the candidates in the order given (Java: the candidate
+``HashSet``'s order, :mod:`lbreplay.kernel.broker_candidate_cache`), which decides the floating-point sum.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ class LeastResourceUsageWithWeight:
             best = rows
         if best.size == 1:
             return int(best[0])
-        return int(best[rng.integers(best.size)])
+        return int(np.sort(best)[rng.integers(best.size)])  # the seeded draw over ascending rows
 
     def on_active_brokers_change(self, active: set[str]) -> None:
         """Prune the EWMA of brokers no longer active ([M] ``onActiveBrokersChange``)."""

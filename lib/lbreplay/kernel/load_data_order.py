@@ -55,11 +55,10 @@ def bundle_data_for_load_shedding_rank(ld: LoadData, in_map: np.ndarray) -> np.n
 
 
 def broker_candidate_order(ld: LoadData, rows: np.ndarray) -> np.ndarray:
-    """Candidate broker ``rows`` in the order of ``ModularLoadManagerImpl.brokerCandidateCache``, a ``HashSet``
-    that ``LoadManagerShared.applyNamespacePolicies`` fills walking the available brokers (:func:`_available_order`)
-    and the broker filters thin out: what ``RoundRobinBrokerSelector`` copies (``List.copyOf``) and
-    ``LeastResourceUsageWithWeight`` sums over. A fresh set (a cleared one keeps its table: more than 12 brokers
-    in an earlier call is not mirrored)."""
+    """Candidate broker ``rows`` in the order of a fresh ``HashSet`` filled walking the available brokers
+    (:func:`_available_order`): the oracle's ``assign`` candidates (the strategy alone). The placement pipeline's
+    ``brokerCandidateCache``, with its history and the thread's policy caches, is
+    :mod:`lbreplay.kernel.broker_candidate_cache`."""
     rows = np.asarray(rows, dtype=np.int64)
     if rows.size < 2:
         return rows
@@ -69,10 +68,22 @@ def broker_candidate_order(ld: LoadData, rows: np.ndarray) -> np.ndarray:
     return ordered[np.asarray(_order(tuple(ids[r] for r in ordered.tolist()), False), dtype=np.int64)]
 
 
+def available_broker_order(ld: LoadData, available: np.ndarray | None = None) -> np.ndarray:
+    """Broker rows in ``getAvailableBrokers()`` order (:func:`_available_order`): every broker, or the rows of the
+    ``available`` mask (listed in ``brokerData``'s order)."""
+    ids = tuple(ld.brokers.ids)
+    if available is None:
+        return np.asarray(_available_order(ids), dtype=np.int64)
+    mask = np.asarray(available, dtype=bool)
+    return np.asarray(_available_order(ids, mask.tobytes()), dtype=np.int64)
+
+
 @lru_cache(maxsize=64)
-def _available_order(ids: tuple[str, ...]) -> tuple[int, ...]:
-    """``getAvailableBrokers()``: ``Sets.newHashSet`` of the broker list (``brokerData``'s order), a presized
-    ``HashSet`` copy: broker rows in its order."""
+def _available_order(ids: tuple[str, ...], mask: bytes | None = None) -> tuple[int, ...]:
+    """``getAvailableBrokers()``: ``Sets.newHashSet`` of the broker list (``brokerData``'s order; ``mask``: only
+    those rows), a presized ``HashSet`` copy: broker rows in its order."""
     chm = _order(ids, True)
+    if mask is not None:
+        chm = tuple(i for i in chm if mask[i])
     pos = {ids[i]: i for i in chm}
     return tuple(pos[k] for k in java_hash_set_copy(ids[i] for i in chm).keys())

@@ -148,8 +148,10 @@ def _shed(
                 ns, _ = split_bundle_name(u.bundle)
                 if excluded and policies.is_shedding_excluded(ns):
                     continue
-                if place is not None and not _other_broker_allowed(place.policy_rows(ns), source):
-                    continue
+                if place is not None:  # shouldNamespacePoliciesUnload (fills brokerCandidateCache)
+                    place.policies_check(ns)
+                    if not _other_broker_allowed(place.policy_rows(ns), source):
+                        continue
                 if policies.anti_affinity_group(ns) is not None and not policies.should_anti_affinity_namespace_unload(
                     ns, source, br, avail, leader_state.bundle_ranges
                 ):  # without a group the check always passes

@@ -17,10 +17,11 @@ import functools
 import re
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from lbreplay.kernel.broker_candidate_cache import PolicyFill
 from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.leader_state import LeaderState, ensure_bundle_data
 from lbreplay.kernel.load_data import (
@@ -31,6 +32,7 @@ from lbreplay.kernel.load_data import (
     derived_cache,
     invalidate_derived,
 )
+from lbreplay.kernel.load_data_order import available_broker_order
 from lbreplay.kernel.naming import split_bundle_name
 from lbreplay.kernel.policies import IsolationPolicy, NamespacePolicies
 from lbreplay.kernel.preallocated_bundle_data import note_preallocation, preallocation_sums
@@ -231,6 +233,8 @@ class Selection:
         self._brokers = ld.brokers
         self._policy: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # namespace -> (policy set, its rows)
         self._by_isolation: dict[IsolationPolicy | None, tuple[np.ndarray, np.ndarray]] = {}
+        self._fills: dict[IsolationPolicy | None, PolicyFill] = {}
+        self._row_of = {b: i for i, b in enumerate(ld.brokers.ids)}
         cache = ld.__dict__["_derived"]
         cache._refs[id(self)] = self  # memo keys below carry id(self)
         self._cache = cache
@@ -251,7 +255,9 @@ class Selection:
         if self._brokers is not self.ld.brokers:
             self._policy.clear()
             self._by_isolation.clear()
+            self._fills.clear()
             self._brokers = self.ld.brokers
+            self._row_of = {b: i for i, b in enumerate(self.ld.brokers.ids)}
         got = self._policy.get(ns)
         if got is None:
             iso = self.policies.policy_for(ns)
@@ -262,12 +268,42 @@ class Selection:
             self._policy[ns] = got
         return got
 
+    def policy_fill(self, ns: str) -> PolicyFill:
+        """``applyNamespacePolicies``' thread-local sets for ``ns`` in ``getAvailableBrokers()`` order (kept per
+        isolation policy, as :meth:`_policy_of`)."""
+        self._policy_of(ns)  # resets the per-namespace memos when the broker rows changed
+        iso = self.policies.policy_for(ns)
+        fill = self._fills.get(iso)
+        if fill is None:
+            ld = self.ld
+            every = np.ones(len(ld.brokers), dtype=bool) if self.available is None else self.available
+            prim, sec, add = self.policies.policy_fill(ns, ld.brokers, every, non_persistent=self.non_persistent)
+            order = available_broker_order(ld, self.available).tolist()
+            ids = ld.brokers.ids
+            fill = self._fills[iso] = PolicyFill(tuple(ids[r] for r in order if prim[r]),
+                                                 tuple(ids[r] for r in order if sec[r]), add)
+        return fill
+
+    def policies_check(self, ns: str) -> None:
+        """``shouldNamespacePoliciesUnload``'s fill of ``brokerCandidateCache`` (its table history; 2.11+)."""
+        self.leader.candidate_cache.policies_check(self.policy_fill(ns))
+
+    def _in_set_order(self, ns: str, cand: "_Candidates", recheck: bool) -> np.ndarray:
+        """The candidate rows in ``brokerCandidateCache``'s iteration order at the strategy call."""
+        ids = self.ld.brokers.ids
+        fit = frozenset(ids[r] for r in cand.fit.tolist())
+        kept = frozenset(ids[r] for r in cand.kept.tolist())
+        order = self.leader.candidate_cache.select_order(self.policy_fill(ns), fit, kept, cand.restored, recheck)
+        row_of = self._row_of
+        return np.fromiter((row_of[b] for b in order), dtype=np.int64, count=len(order))
+
     def select(self, bundle: str, rng: np.random.Generator) -> Placement:
         """``selectBroker`` for ``bundle`` (no preallocation)."""
         return self._select(bundle, rng)[0]
 
     def _select(self, bundle: str, rng: np.random.Generator) -> tuple[Placement, int]:
-        """:meth:`select` and the bundle's row."""
+        """:meth:`select` and the bundle's row. The strategy gets the candidates in ``brokerCandidateCache``'s
+        order (:mod:`lbreplay.kernel.broker_candidate_cache`)."""
         ld, cache = self.ld, self._cache
         bundle_row = ensure_bundle_data(ld, bundle)
         if cache._brokers is not ld.brokers or cache._bundles is not ld.bundles:
@@ -275,9 +311,10 @@ class Selection:
         ns = bundle.rpartition("/")[0]  # split_bundle_name
         memo = cache.groups["prealloc"]
         key = ("candidates", ns, self.leader._version, id(self))
-        rows = memo.get(key)
-        if rows is None:
-            rows = memo[key] = self.candidates(bundle, ns)
+        cand = memo.get(key)
+        if cand is None:
+            cand = memo[key] = self.candidates(bundle, ns)
+        rows = self._in_set_order(ns, cand, recheck=False)
         result = Placement(None, int(rows.size))
         if ns in self.excluded:  # policies.is_shedding_excluded
             row = self.leader.round_robin.select_broker(rows, bundle, ld, self.conf, rng)
@@ -288,7 +325,8 @@ class Selection:
             return result, bundle_row
         if self.usage[row] > self.threshold:
             # "All brokers that were in the filtered list were overloaded, so check if there is a better broker"
-            again = self.placement.select_broker(self.policy_rows(ns), bundle, ld, self.conf, rng)
+            again = self.placement.select_broker(self._in_set_order(ns, cand, recheck=True), bundle, ld, self.conf,
+                                                 rng)
             result.overload_recheck = True
             if again >= 0:
                 row = again
@@ -311,14 +349,15 @@ class Selection:
             _preallocate(ld, self.leader, bundle, bundle_row, result.row, result.broker)
         return result
 
-    def candidates(self, bundle: str, ns: str) -> np.ndarray:
-        """The candidate broker rows before the strategy (see :func:`select_broker`), filtered as row arrays."""
+    def candidates(self, bundle: str, ns: str) -> "_Candidates":
+        """The candidates before the strategy (see :func:`select_broker`), filtered as row arrays."""
         ld, leader, policies = self.ld, self.leader, self.policies
         br = ld.brokers
         policy, rows = self._policy_of(ns)
         fit = cached(ld, "prealloc", ("topic_fit", self.max_topics), lambda: _TopicFit(ld, self.max_topics)).mask
-        if fit is not None:  # filter_brokers_with_large_topic_count
-            rows = _within_topic_limit(rows, fit)
+        within = rows if fit is None else rows[fit[rows]]  # filter_brokers_with_large_topic_count
+        if within.size:  # (none within the limit: all kept)
+            rows = within
         if policies.anti_affinity_groups.get(ns) is not None:  # anti_affinity_group: no group keeps them all
             rows = policies.filter_anti_affinity_group_owned_brokers(ns, br, _mask(rows, len(br)), leader.bundle_ranges)
             rows = rows.nonzero()[0]
@@ -329,9 +368,22 @@ class Selection:
                 rows = rows[self.same_class[rows]]
             if self.prefer_later:
                 rows = broker_version_filter(ld, _mask(rows, len(br)), self.conf).nonzero()[0]
-        except BrokerFilterError:
-            rows = self._policy_of(ns)[1]  # "restore the list of brokers to the full set"
-        return rows if rows.size else self._policy_of(ns)[1]
+        except BrokerFilterError:  # "restore the list of brokers to the full set"
+            return _Candidates(self._policy_of(ns)[1], within, rows, True)
+        if rows.size:
+            return _Candidates(rows, within, rows, False)
+        return _Candidates(self._policy_of(ns)[1], within, rows, True)
+
+
+class _Candidates(NamedTuple):
+    """``selectBroker``'s candidates before the strategy: ``rows`` (ascending), those within the topic limit
+    (``fit``: the topic-count filter's copy), what the filters ``kept`` (the rows before a restore), and whether
+    the policy set was ``restored`` (a filter threw, or none was left)."""
+
+    rows: np.ndarray
+    fit: np.ndarray
+    kept: np.ndarray
+    restored: bool
 
 
 def _mask(rows: np.ndarray, size: int) -> np.ndarray:

@@ -315,16 +315,30 @@ class NamespacePolicies:
         overload of ``shouldFailover``, which ignores ``usage_threshold``, so it does not change the result.
         """
         del usage  # see docstring: shouldFailover(int) ignores broker usage
+        prim, sec, add_secondaries = self.policy_fill(namespace, brokers, candidate_mask, non_persistent=non_persistent,
+                                                      host_of=host_of)
+        return prim | sec if add_secondaries else prim
+
+    def policy_fill(
+        self,
+        namespace: str,
+        brokers: Brokers,
+        candidate_mask: np.ndarray,
+        *,
+        non_persistent: bool = False,
+        host_of: Callable[[str], str | None] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, bool]:
+        """``applyNamespacePolicies``' two thread-local sets as masks, ``localPrimariesCache`` and
+        ``localSecondaryCache``, and whether the secondaries join the candidates (the policy's failover, or no
+        policy: the shared brokers are the secondaries). See :meth:`apply_namespace_policies`."""
         avail = np.asarray(candidate_mask, dtype=bool)
         pol = self.policy_for(namespace)
         primary, secondary, shared = self._host_masks(namespace, brokers, pol, host_of or self.host_of)
         if pol is not None:
             prim = avail & primary
-            if pol.should_failover(int(prim.sum())):
-                return prim | (avail & secondary)
-            return prim
+            return prim, avail & secondary, pol.should_failover(int(prim.sum()))
         enabled = brokers.non_persistent_topics_enabled if non_persistent else brokers.persistent_topics_enabled
-        return avail & np.asarray(enabled, dtype=bool) & shared
+        return np.zeros_like(avail), avail & np.asarray(enabled, dtype=bool) & shared, True
 
     def should_namespace_policies_unload(
         self, namespace: str, current_broker: int, brokers: Brokers, available_mask: np.ndarray

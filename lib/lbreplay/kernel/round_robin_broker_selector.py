@@ -3,7 +3,8 @@
 Mirrors ``org.apache.pulsar.broker.loadbalance.impl.RoundRobinBrokerSelector``: an ``AtomicInteger`` counter that
 wraps to 0 after ``Integer.MAX_VALUE`` and a cached candidate list, refreshed when its size differs from the
 candidates', when the index falls outside it, or when the cached pick is no longer a candidate. Java copies the
-candidate ``HashSet`` in hash order; here the cached list is the candidates in sorted broker-id order.
+candidate ``HashSet`` (``List.copyOf``) in its iteration order; the candidates come in that order
+(:mod:`lbreplay.kernel.broker_candidate_cache`).
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ class RoundRobinBrokerSelector:
     def select_broker(
         self, candidates: np.ndarray, bundle: str, ld: LoadData, conf: PulsarConfig, rng: np.random.Generator
     ) -> int:
-        """``ModularLoadManagerStrategy.selectBroker`` on sorted broker rows; -1 if none. ``rng`` is unused."""
+        """``ModularLoadManagerStrategy.selectBroker`` on broker rows in the candidate set's order; -1 if none.
+        ``rng`` is unused."""
         ids = [ld.brokers.ids[i] for i in np.asarray(candidates, dtype=np.int64)]
         pick = self.select_ids(ids)
         return -1 if pick is None else ld.brokers.index(pick)

@@ -53,7 +53,8 @@ class ModularLoadManagerStrategy(Protocol):
     def select_broker(
         self, candidates: np.ndarray, bundle: str, ld: LoadData, conf: PulsarConfig, rng: np.random.Generator
     ) -> int:
-        """Pick a broker row among ``candidates`` (sorted broker rows) for ``bundle``; -1 if none."""
+        """Pick a broker row among ``candidates`` (broker rows in the candidate set's iteration order; a seeded draw
+        among equally good brokers is over them in ascending order) for ``bundle``; -1 if none."""
         ...
 
     def on_active_brokers_change(self, active: set[str]) -> None: ...

@@ -17,7 +17,8 @@ import java.util.concurrent.ConcurrentHashMap;
  *
  * <p>Line: {@code KIND<TAB>CAPACITY<TAB>OP<TAB>OP...}; KIND is HashMap, HashSet, LinkedHashMap or
  * ConcurrentHashMap; CAPACITY is the constructor's initial capacity or -1 for the no-argument constructor;
- * OP is {@code +KEY} (put / add), {@code -KEY} (remove), {@code ?KEY} (computeIfAbsent), {@code c} (clear)
+ * OP is {@code +KEY} (put / add), {@code -KEY} (remove), {@code xKEY} (removeIf of that key: an iterator's remove),
+ * {@code ?KEY} (computeIfAbsent), {@code c} (clear)
  * or {@code =kKEY,kKEY,...} (replace the map by a copy-constructed one: new HashMap(map) / new HashSet(set) /
  * new ConcurrentHashMap(map) of the current map, after the listed extra keys are added to the source).
  * KEY is the key's UTF-16 code units, four hex digits each. Output line: the keys in iteration order, each "k" + hex,
@@ -76,6 +77,9 @@ public final class JavaHashOrder {
                 if (set != null) set.add(key); else map.put(key, Boolean.TRUE);
             } else if (c == '-') {
                 if (set != null) set.remove(key); else map.remove(key);
+            } else if (c == 'x') {
+                // an iterator's remove(): removeNode(..., movable=false)
+                if (set != null) set.removeIf(key::equals); else map.keySet().removeIf(key::equals);
             } else if (c == '?') {
                 if (set != null) throw new IllegalArgumentException("computeIfAbsent on a set");
                 map.computeIfAbsent(key, k -> Boolean.TRUE);

@@ -87,6 +87,12 @@ public final class Oracle {
         Object transfer;
         /** Each broker's DefaultNamespaceBundleSplitStrategyImpl (typed in ExtensibleSplit.java). */
         final Map<String, Object> extensibleSplit = new TreeMap<>();
+        /** The leader's ModularLoadManagerImpl.brokerCandidateCache and its placing thread's LoadManagerShared
+         * localPrimariesCache / localSecondaryCache: HashSets kept across the sequence's requests (clear() keeps
+         * their tables), as one leader placing on one thread (kernel/broker_candidate_cache.py). */
+        final Set<String> candidateCache = new java.util.HashSet<>();
+        final Set<String> primariesCache = new java.util.HashSet<>();
+        final Set<String> secondaryCache = new java.util.HashSet<>();
     }
 
     private Oracle() {

@@ -316,9 +316,12 @@ final class Pipeline {
         set(lm, "policies", new SimpleResourceAllocationPolicies(pulsar));
         set(lm, "placementStrategy", inst.placement);
         set(lm, "loadData", loadData);
-        // brokerCandidateCache is a HashSet: RoundRobinBrokerSelector indexes List.copyOf(candidates), so its pick
-        // depends on hash order; a sorted set here (docs/how-we-know.md: nondeterministic spots)
-        set(lm, "brokerCandidateCache", new TreeSet<String>());
+        // the jar's own HashSets, kept per sequence: brokerCandidateCache (RoundRobinBrokerSelector copies it,
+        // LeastResourceUsageWithWeight sums over it) and the thread's applyNamespacePolicies caches, whose order
+        // is the insertion order into it (docs/how-we-know.md)
+        set(lm, "brokerCandidateCache", inst.candidateCache);
+        threadLocal("localPrimariesCache", inst.primariesCache);
+        threadLocal("localSecondaryCache", inst.secondaryCache);
         if (has(lm, "sheddingExcludedNamespaceSelectionStrategy")) {  // 4.2+
             set(lm, "sheddingExcludedNamespaceSelectionStrategy",
                     Class.forName("org.apache.pulsar.broker.loadbalance.impl.RoundRobinBrokerSelector")
@@ -356,6 +359,14 @@ final class Pipeline {
             reload(ranges, e.getKey(), owned);
         }
         return lm;
+    }
+
+    /** Sets this thread's value of the {@code FastThreadLocal} field {@code name} of {@code LoadManagerShared}. */
+    static void threadLocal(String name, Set<String> value) throws Exception {
+        Field f = LoadManagerShared.class.getDeclaredField(name);
+        f.setAccessible(true);
+        Object local = f.get(null);
+        local.getClass().getMethod("set", Object.class).invoke(local, value);
     }
 
     /** {@code brokerToNamespaceToBundleRange} rebuilt for one broker as {@code updateBundleData} does:
