@@ -224,3 +224,23 @@ def test_check_split_default_specified_positions_fails(algo: str) -> None:
     ld = make_ld(["b1", "b2"], [_hot("t/ns/0x00000000_0x40000000")])
     (d,) = check_namespace_bundle_split(ld, conf, _LAYOUT)
     assert d.boundaries == [] and not d.ok
+
+
+def test_a_brokers_last_stats_are_walked_in_the_reports_key_order() -> None:
+    """The leader's ``lastStats`` is Jackson's ``LinkedHashMap`` in the report's key order: with room for one more
+    bundle in ``t/ns`` (4 of at most 5), the split goes to the bundle b1 wrote first, not the first by name."""
+    from lbreplay.kernel.load_data_json import load_data_from_request
+
+    names = [f"t/ns/0x{lo:08x}_0x{hi:08x}" for lo, hi in ((0, 0x40000000), (0x40000000, 0x80000000),
+                                                            (0x80000000, 0xC0000000))]
+    written = list(reversed(names))
+    local = {"bundles": names, "lastStats": {n: {"topics": 2000} for n in written}}
+    ld = load_data_from_request({"loadData": {"brokers": {"b1:8080": {"localData": local}}}})
+    assert ld.membership is not None and ld.membership.stats_rank is not None
+    conf = PulsarConfig.resolve({"loadBalancerNamespaceBundleMaxTopics": 1000, "loadBalancerNamespaceMaximumBundles": 5})
+    got = find_bundles_to_split(ld, conf, {"t/ns": 4})
+    assert [ld.bundles.names[row] for row, _, _ in got] == [written[0]]
+    in_order = load_data_from_request({"loadData": {"brokers": {"b1:8080": {"localData": {
+        "bundles": names, "lastStats": {n: {"topics": 2000} for n in names}}}}}})
+    assert in_order.membership is None  # written in name order: the one-owner view
+    assert [in_order.bundles.names[row] for row, _, _ in find_bundles_to_split(in_order, conf, {"t/ns": 4})] == [names[0]]

@@ -277,6 +277,24 @@ def test_bundle_in_two_sets_is_planned_from_both(oracle: Oracle) -> None:
     assert compare("OverloadShedder", java, kernel) == []
 
 
+def test_split_cap_follows_the_report_key_order(oracle: Oracle) -> None:
+    """The leader reads a broker's ``lastStats`` into a ``LinkedHashMap`` (Jackson's map for the ``Map``
+    property): ``BundleSplitterTask``'s namespace cap (``loadBalancerNamespaceMaximumBundles``) lets through the
+    bundle the broker wrote first. b1 writes its three bundles last-first, all above the topic limit; t/ns has 4
+    bundles of at most 5, so one split: 0x80000000_0xc0000000 (sorted names would pick 0x00000000_0x40000000)."""
+    req = _two_brokers(rates=[[3000.0, 2000.0, 1000.0], [10.0]], strategy="OverloadShedder")
+    b1 = req["loadData"]["brokers"]["b1:8080"]["localData"]
+    b1["lastStats"] = {b: {**st, "topics": 2000} for b, st in reversed(list(b1["lastStats"].items()))}
+    req["config"].update({"loadBalancerNamespaceBundleMaxTopics": 1000, "loadBalancerNamespaceMaximumBundles": 5})
+    req["namespaces"] = {"t/ns": {"boundaries": ["0x00000000", "0x40000000", "0x80000000", "0xc0000000",
+                                                 "0xffffffff"]}}
+    req["actions"] = ["split"]
+    java = oracle.ask({**req, "sequence": None})
+    kernel, _ = kernel_answer(req, None)
+    assert [(x["bundle"], x["broker"]) for x in java["split"]] == [("t/ns/0x80000000_0xc0000000", "b1:8080")]
+    assert compare("BundleSplit", java, kernel) == []
+
+
 def test_request_lines_are_plain_json() -> None:
     """The generator's requests are plain JSON documents (what the oracle reads)."""
     req = _case(7, "ThresholdShedder").steps[0]

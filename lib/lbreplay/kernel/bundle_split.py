@@ -4,9 +4,10 @@
 mirrors ``ModularLoadManagerImpl.checkNamespaceBundleSplit`` up to the split itself (``splitAndOwnBundle``
 with the default algorithm), returning the decisions for the caller to apply.
 
-Java iterates ``loadData.getBrokerData()`` and each broker's ``lastStats`` (hash maps); here brokers are
-visited in ``getBrokerData()``'s JVM order (:mod:`lbreplay.kernel.load_data_order`) and each broker's bundles in
-row order (sorted names).
+Java iterates ``loadData.getBrokerData()`` (a ``ConcurrentHashMap``: brokers visited in its JVM order,
+:mod:`lbreplay.kernel.load_data_order`) and each broker's ``lastStats``, which the leader deserialised from the
+broker's report into a ``LinkedHashMap``: the report's key order (``Membership.stats_rank``; sorted names where the
+view has no per-broker order, e.g. the replay's rows).
 """
 
 from __future__ import annotations
@@ -144,11 +145,12 @@ def find_bundles_to_split(
     if prof.split_min_two_topics:
         cand &= topics >= 2
     pick = np.flatnonzero(cand)
-    # brokers in getBrokerData()'s order, then bundle names (lastStats: sorted visiting order)
-    names = np.asarray(b.names, dtype=object)[rows[pick]]
+    # brokers in getBrokerData()'s order, then each broker's lastStats in its report's key order (LinkedHashMap)
+    m = ld.membership
+    within = m.stats_rank[pick] if m is not None and m.stats_rank is not None else rows[pick]  # rows: names
     position = np.empty(len(ld.brokers), dtype=np.int64)
     position[broker_data_order(ld)] = np.arange(len(ld.brokers))
-    pick = pick[np.lexsort((names, position[holders[pick]]))]
+    pick = pick[np.lexsort((within, position[holders[pick]]))]
     counts = _NamespaceCounts(ld, bundle_count_per_namespace)
     planned: dict[str, int] = {}
     out: list[tuple[int, int, str]] = []

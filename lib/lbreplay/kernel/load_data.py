@@ -226,6 +226,7 @@ class Membership:
     consumer_count: np.ndarray
     producer_count: np.ndarray
     cache_size: np.ndarray
+    stats_rank: np.ndarray | None = None  # per lastStats pair: its place in the report's key order (None: names)
 
     def shift_bundle_rows(self, remap: np.ndarray) -> None:
         """Bundle rows moved (``insert_bundles``): old row r is now ``remap[r]`` (order is kept)."""

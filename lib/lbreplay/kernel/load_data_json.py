@@ -3,7 +3,7 @@ kernel's columnar :class:`~lbreplay.kernel.load_data.LoadData` and back."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,11 +107,11 @@ def build_load_data(parsed: ParsedLoadData, now_ms: int = 0) -> LoadData:
     row = {b: i for i, b in enumerate(broker_ids)}
     names: set[str] = set(parsed.bundleData)
     owner_of: dict[str, str] = {}
-    per_broker = False  # some bundle in two brokers' sets, or bundles != lastStats keys
+    per_broker = False  # some bundle in two brokers' sets, bundles != lastStats keys, or lastStats not in name order
     for broker in broker_ids:
         local = parsed.brokers[broker].localData
         listed = set(local.bundles)
-        if listed != set(local.lastStats):
+        if listed != set(local.lastStats) or _unsorted(local.lastStats):
             per_broker = True
         for name in listed:
             if name in owner_of:
@@ -195,15 +195,29 @@ def _set_stats(bundles: Bundles, k: int, s: NamespaceBundleStats) -> None:
     bundles.cache_size[k] = s.cacheSize
 
 
+def _unsorted(keys: Iterable[str]) -> bool:
+    """Keys not in ascending order."""
+    prev = None
+    for k in keys:
+        if prev is not None and k < prev:
+            return True
+        prev = k
+    return False
+
+
 def _membership(parsed: ParsedLoadData, broker_ids: list[str], bundles: Bundles) -> Membership:
     """Each broker's ``bundles`` set and ``lastStats`` entries as sorted (broker row, bundle row) pairs.
 
     ``Bundles.owner`` is set to the first broker (sorted) listing the bundle in its ``bundles``, and the bundle
-    columns of stats to the first ``lastStats`` entry (what a one-owner reader such as a dump sees)."""
+    columns of stats to the first ``lastStats`` entry (what a one-owner reader such as a dump sees). Each
+    ``lastStats`` pair keeps its place in the report's key order (``stats_rank``): the leader deserialises
+    ``lastStats`` into a ``LinkedHashMap`` (Jackson's map for a ``Map`` property, every line 2.10 .. 5.0), so the
+    split check walks a broker's bundles in the order the broker wrote them."""
     ob: list[int] = []
     orow: list[int] = []
     sb: list[int] = []
     srow: list[int] = []
+    rank: list[int] = []
     entries: list[NamespaceBundleStats] = []
     for i, broker in enumerate(broker_ids):
         local = parsed.brokers[broker].localData
@@ -213,10 +227,12 @@ def _membership(parsed: ParsedLoadData, broker_ids: list[str], bundles: Bundles)
             orow.append(k)
             if bundles.owner[k] < 0:
                 bundles.owner[k] = i
+        place = {name: j for j, name in enumerate(local.lastStats)}
         for name in sorted(local.lastStats):
             k = bundles.index(name)
             sb.append(i)
             srow.append(k)
+            rank.append(place[name])
             entries.append(local.lastStats[name])
     first = np.zeros(len(bundles), dtype=bool)
     for k, st in zip(reversed(srow), reversed(entries)):  # the first entry of each bundle wins
@@ -230,6 +246,7 @@ def _membership(parsed: ParsedLoadData, broker_ids: list[str], bundles: Bundles)
         consumer_count=np.asarray([st.consumerCount for st in entries], dtype=np.int64),
         producer_count=np.asarray([st.producerCount for st in entries], dtype=np.int64),
         cache_size=np.asarray([st.cacheSize for st in entries], dtype=np.int64),
+        stats_rank=np.asarray(rank, dtype=np.int64),
     )
 
 

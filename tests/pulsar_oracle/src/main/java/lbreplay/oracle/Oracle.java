@@ -250,10 +250,9 @@ public final class Oracle {
         LoadData loadData = new LoadData();
         for (Map.Entry<String, JsonNode> e : sortedFields(ld.path("brokers")).entrySet()) {
             JsonNode b = e.getValue();
+            // Jackson's own maps, as the leader reads a broker's report from the metadata store: lastStats a
+            // LinkedHashMap in the report's key order (the split check walks it), bundles a HashSet
             LocalBrokerData local = MAPPER.treeToValue(b.path("localData"), LocalBrokerData.class);
-            // a broker's bundles and lastStats in sorted order (the split check's lastStats order: not yet mirrored).
-            local.setLastStats(new TreeMap<>(local.getLastStats()));
-            local.setBundles(new TreeSet<>(local.getBundles()));
             BrokerData data = new BrokerData(local);
             if (b.hasNonNull("timeAverageData")) {
                 data.setTimeAverageData(MAPPER.treeToValue(b.get("timeAverageData"), TimeAverageBrokerData.class));
