@@ -39,6 +39,21 @@ def test_the_leaders_decisions_and_round_robin_placements() -> None:
     assert "lb/hot/0x60000000_0x70000000" in placements[16]
 
 
+def test_collect_keeps_the_placement_lines_without_new_decisions_or_runs() -> None:
+    """``collect --leader-log-dir`` keeps the leader's placement lines (``is_leader_log_line``), and merged into
+    the decision lines (as a recording made since keeps them) they add no decision and no shedding run: the 5
+    placements of the leader's shedding runs fall inside the runs' bursts, the 16 lookups are on other threads."""
+    from lbreplay.collect.leader_log import is_leader_log_line, log_time_ms, parse_leader_log, shedding_runs
+
+    decisions = (SAMPLE / "leader-decisions.log").read_text(encoding="utf-8").splitlines()
+    placements = (SAMPLE / "leader-placement.log").read_text(encoding="utf-8").splitlines()
+    assert all(is_leader_log_line(line) for line in placements)
+    merged = sorted(decisions + placements, key=lambda line: log_time_ms(line) or 0)
+    assert parse_leader_log(merged) == parse_leader_log(decisions)
+    assert shedding_runs(merged) == shedding_runs(decisions)
+    assert len(shedding_runs(decisions)) == 8
+
+
 @pytest.mark.spark
 def test_audit_reproduces_the_3_0_round_robin_leader(spark, lake: str, tmp_path: Path) -> None:
     """``ingest`` -> ``validate`` -> ``replay --mode observed --broker-conf`` on the line the brokers report (3.0,

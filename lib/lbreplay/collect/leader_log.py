@@ -210,6 +210,7 @@ LEADER_LOG_CLASSES = ("ThresholdShedder", "OverloadShedder", "UniformLoadShedder
                       "UnloadScheduler", "UnloadManager", "SplitManager", "SplitScheduler")
 _KEEP = re.compile(r"Unloading bundle: |Load-manager splitting bundle |split namespace bundle |bundle split event"
                    r"|was elected leader|Acquired leadership on /loadbalance/"
+                   r"| brokers being considered for assignment of |Selected broker \S+ from candidate brokers "
                    r"|\b(?:" + "|".join(LEADER_LOG_CLASSES) + r")\b")
 
 
@@ -231,7 +232,12 @@ def is_leader_log_line(line: str) -> bool:
       ``SplitManager`` (``Published the bundle split event for bundle:…``, ``Completed the bundle split event …``)
       and ``SplitScheduler``;
     * the election: ``PulsarService`` ``This broker <b> was elected leader``, ``LeaderElectionImpl`` ``Acquired
-      leadership on /loadbalance/leader …``.
+      leadership on /loadbalance/leader …``;
+    * the modular leader's placements (``ModularLoadManagerImpl.selectBroker``, for a lookup and for an unload's
+      destination alike): INFO ``<n> brokers being considered for assignment of <bundle>`` and, with the class at
+      DEBUG (scripts/pulsar/log4j2.xml), ``Selected broker <b> from candidate brokers [...]``. They time the
+      lookups a recording does not otherwise show (and count ``RoundRobinBrokerSelector``'s calls); no decision
+      and no shedding run is read from them (a shedding run's own placement lines come after its strategy's).
 
     The broker's start-up line listing its whole configuration (``configs=``) names the strategy classes too and is
     left out."""
