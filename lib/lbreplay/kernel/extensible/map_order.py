@@ -40,7 +40,8 @@ from lbreplay.kernel.java_hash_map import (
 
 
 class LoadDataStoreOrder:
-    """``TableViewImpl.data`` of the broker load-data store across cycles: its table size and key order."""
+    """``TableViewImpl.data`` of the broker load-data store across cycles: its table size and key order (from
+    which each cycle rebuilds the map exactly, tree bins of 8+ colliding keys aside)."""
 
     def __init__(self) -> None:
         self.capacity = 0
