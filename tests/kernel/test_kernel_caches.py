@@ -355,11 +355,12 @@ A, B, C = "t/n/0x00000000_0x40000000", "t/n/0x40000000_0x80000000", "t/n/0x80000
 def test_split_cycle_stops_at_the_cap_and_leaves_later_counts() -> None:
     """DefaultNamespaceBundleSplitStrategyImpl.findBundlesToSplit breaks out of the stats loop once
     loadBalancerMaxNumberOfBundlesToSplitPerCycle decisions are made: bundles after that point keep their hit
-    counts untouched (neither incremented nor reset) for this cycle."""
+    counts untouched (neither incremented nor reset) for this cycle. The loop walks the broker's bundle stats
+    (a ConcurrentHashMap) in the JVM's order: B, C, A."""
     s = DefaultNamespaceBundleSplitStrategy()
-    s.set_state({"splitConditionHitCounts": {"broker-1": {A: 1, C: 5}}})
-    # A hot (count 2 > 1): split, stop. B (cold, no count) and C (cold, count 5) are not visited.
-    assert _split_call(s, _split_conf(), [A, B, C], [101.0, 0.0, 0.0]) == [A]
+    s.set_state({"splitConditionHitCounts": {"broker-1": {B: 1, C: 5}}})
+    # B hot (count 2 > 1): split, stop. C (cold, count 5) and A (cold, no count) are not visited.
+    assert _split_call(s, _split_conf(), [A, B, C], [0.0, 101.0, 0.0]) == [B]
     assert s.get_state() == {"splitConditionHitCounts": {"broker-1": {C: 5}}}
 
 

@@ -578,3 +578,19 @@ def iteration_order(keys: Iterable[str], kind: str = "HashMap", initial_capacity
     for k in keys:
         m.put(k)
     return m.keys()
+
+
+
+def concurrent_capacity(m: JavaConcurrentHashMap) -> int:
+    """A ``ConcurrentHashMap``'s table length (0 before the first put): what ``clear()`` keeps of it."""
+    return len(m._table) if m._table else 0
+
+
+def concurrent_cleared(capacity: int) -> JavaConcurrentHashMap:
+    """A default ``ConcurrentHashMap`` grown to ``capacity`` (a power of two >= 16, or 0), then ``clear()``ed:
+    empty bins, the table and ``sizeCtl`` (``n - n / 4``) kept."""
+    m = JavaConcurrentHashMap()
+    if capacity:
+        n = table_size_for(max(capacity, 16))
+        m._table, m._size_ctl = [None] * n, n - (n >> 2)
+    return m

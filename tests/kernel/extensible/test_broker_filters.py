@@ -248,3 +248,18 @@ def test_isolation_policies_filter_skips_ids_without_colon() -> None:
         ctx = ExtensibleContext.build(0, {b: {} for b in ids}, None, ids, policies=pol)
         got = _names(ctx, isolation_policies_filter(ctx, CONF, "t/ns/0x0_0x1", ctx.available.copy()))
         assert got == ["[::1]:8080", "a:8080"]
+
+
+def test_cyclic_versions_follow_each_callers_map_copy() -> None:
+    """With a cyclic java-semver order (1.0.0-9 < 1.0.0-10 < 1.0.0-1a < 1.0.0-9) getLatestVersionNumber's answer is
+    the last version that beat the running latest in the candidate map's order. TransferShedder.isTransferable walks
+    new HashMap<>(available) (8 bins: broker1, broker3, broker2 -> latest 1.0.0-10, broker2);
+    ExtensibleLoadManagerImpl.selectAsync walks new ConcurrentHashMap<>(available) (16 bins: broker1, broker2,
+    broker3 -> latest 1.0.0-1a, broker3)."""
+    conf = PulsarConfig.resolve({"preferLaterVersions": True, "loadManagerClassName": EXT})
+    versions = {"broker1:8080": "1.0.0-9", "broker2:8080": "1.0.0-10", "broker3:8080": "1.0.0-1a"}
+    ctx = ExtensibleContext.build(0, available=list(versions), lookup=_lookup(versions))
+    shed = filter_brokers(ctx, conf, "a/b/0x0_0x1", on_error="fail")
+    assert shed is not None and _names(ctx, shed) == ["broker2:8080"]
+    assert _names(ctx, filter_brokers(ctx, conf, "a/b/0x0_0x1", on_error="reset")) == ["broker3:8080"]  # type: ignore[arg-type]
+    assert _names(ctx, version_filter(ctx, conf, "a/b/0x0_0x1", ctx.available.copy())) == ["broker2:8080"]

@@ -260,3 +260,31 @@ def test_the_managers_split_check_runs_on_the_split_schedulers_timer() -> None:
     assert got == [(BUNDLE1, "MsgRate", CHILDREN1)]
     assert manager.check_split(69_999, **rows) == []  # the scheduler's interval has not passed
     assert [d.bundle for d in manager.check_split(70_000, **rows)] == [BUNDLE1]
+
+
+# --- the JVM order of the broker's bundle stats (PulsarStats.bundleStats, a ConcurrentHashMap) ----------------------
+X, Y, Z = (f"tenant/namespace/0x{i << 28:08x}_0x{(i + 1) << 28:08x}" for i in range(3))
+
+
+def test_per_cycle_cap_follows_the_bundle_stats_map_order() -> None:
+    """Three hot bundles, one split per cycle: findBundlesToSplit walks bundleStats in the ConcurrentHashMap's
+    order (Y, Z, X for a 16-bin table), not by name, so Y splits first, then Z, then X."""
+    conf = make_conf(loadBalancerNamespaceBundleSplitConditionHitCountThreshold=0)
+    s = DefaultNamespaceBundleSplitStrategy()
+    got = [run(s, conf, stats(msgRateIn=101), names=names)[0][0] for names in ((X, Y, Z), (X, Z), (X,))]
+    assert got == [Y, Z, X]
+
+
+def test_bundle_stats_table_size_is_kept_across_cycles() -> None:
+    """PulsarStats.updateStats clears the map, which keeps its table: after 13 bundles (table 32) the three hot
+    bundles are walked Z, X, Y (32 bins) instead of Y, Z, X (16 bins). The size is carried in the state."""
+    conf = make_conf(loadBalancerNamespaceBundleSplitConditionHitCountThreshold=0)
+    many = tuple(f"tenant/namespace/0x{i << 24:08x}_0x{(i + 1) << 24:08x}" for i in range(13))
+    s = DefaultNamespaceBundleSplitStrategy()
+    assert run(s, conf, stats(msgRateIn=0), names=many) == []
+    state = s.get_state()
+    assert state == {"splitConditionHitCounts": {}, "bundleStatsCapacity": {BROKER: 32}}
+    restored = DefaultNamespaceBundleSplitStrategy()
+    restored.set_state(state)
+    assert run(restored, conf, stats(msgRateIn=101), names=(X, Y, Z))[0][0] == Z
+    assert run(DefaultNamespaceBundleSplitStrategy(), conf, stats(msgRateIn=101), names=(X, Y, Z))[0][0] == Y

@@ -175,6 +175,33 @@ def test_recently_unloaded_brokers() -> None:
     assert res == set() and s.skip_reason() == "CoolDown"
 
 
+@pytest.mark.parametrize("cooling, expired_kept", [("broker3:8080", False), ("broker4:8080", True)])
+def test_cool_down_scan_follows_the_load_store_order(cooling: str, expired_kept: bool) -> None:
+    """LoadStats.update walks the store (a ConcurrentHashMap: broker4, broker1, broker2, broker5, broker3),
+    dropping each past-delay recentlyUnloadedBrokers entry it meets and returning CoolDown at the first broker still
+    cooling down: broker1's expired entry is gone when broker3 (after it) cools down, kept when broker4 (first)
+    does."""
+    fx = setup_context()
+    s = TransferShedder()
+    ctx = fx.ctx(recent_brokers={"broker1:8080": NOW - 1800 * 1001, cooling: NOW})
+    assert s.find_bundles_for_unloading(ctx, fx.conf) == [] and s.skip_reason() == "CoolDown"
+    assert ("broker1:8080" in ctx.recently_unloaded_brokers) is expired_kept
+    assert s.store.keys == ["broker4:8080", "broker1:8080", "broker2:8080", "broker5:8080", "broker3:8080"]
+
+
+def test_load_store_is_carried_in_the_state() -> None:
+    """The store lives across cycles: a broker that leaves is removed, one that returns goes to the end of its
+    bin, and the table (32 after 13 brokers) never shrinks; get_state / set_state carry it."""
+    s = TransferShedder()
+    s.store.update(f"broker{i}:8080" for i in range(1, 14))
+    assert s.get_state()["loadDataStore"]["capacity"] == 32
+    s.store.update(f"broker{i}:8080" for i in range(1, 6))
+    restored = TransferShedder()
+    restored.set_state(s.get_state())
+    assert restored.store.capacity == 32 and restored.store.keys == s.store.keys
+    assert sorted(restored.store.keys) == [f"broker{i}:8080" for i in range(1, 6)]
+
+
 def test_recently_unloaded_bundles() -> None:
     """#testRecentlyUnloadedBundles: D1, D2, E1, E2 recently unloaded -> brokers 5 and 4 yield nothing, the
     third pair (broker3 -> broker1) moves C1 (2M <= target 6000001 * 0.02 / 0.06)."""
@@ -458,12 +485,12 @@ def test_shedding_condition_hit_count_threshold() -> None:
         assert res == set() and s.skip_reason() == "HitCount"
         assert s.stats()["loadAvg"] == approx(SETUP_AVG)
         state = s.get_state()
-        assert state == {"unloadConditionHitCount": i + 1}
+        assert state["unloadConditionHitCount"] == i + 1
     s = TransferShedder()
     s.set_state(state)
     res, s = run(fx, s)
     assert res == {("broker5:8080", E1, "broker1:8080", "Overloaded"), ("broker4:8080", D1, "broker2:8080", "Overloaded")}
-    assert s.get_state() == {"unloadConditionHitCount": 0}
+    assert s.get_state()["unloadConditionHitCount"] == 0
 
 
 def test_hit_count_resets_when_balanced() -> None:
@@ -474,7 +501,7 @@ def test_hit_count_resets_when_balanced() -> None:
     s = TransferShedder()
     s.set_state({"unloadConditionHitCount": 2})
     run(fx, s)
-    assert s.get_state() == {"unloadConditionHitCount": 0} and s.skip_reason() == "HitCount"
+    assert s.get_state()["unloadConditionHitCount"] == 0 and s.skip_reason() == "HitCount"
 
 
 def test_remaining_top_bundles() -> None:
@@ -496,15 +523,17 @@ def test_always_leaves_one_top_bundle() -> None:
 
 def test_std_above_target_alone_triggers_shedding() -> None:
     """Shedding condition = std > targetStd alone: loads 20, 20, 80, 80 % (std 0.3, nobody under/overloaded).
-    broker4 -> broker1 moves its 1M bundle (target 3000001 x 0.3 / 0.8 = 1125000.4); the std estimate drops to
-    0.213 and the next pair is neither underloaded nor overloaded -> one decision."""
+    The load store (a ConcurrentHashMap) iterates broker4, broker1, broker2, broker3, so the stable sort by load
+    makes broker3 the max of the two 80 % brokers and broker1 the min of the 20 % ones: broker3 -> broker1 moves
+    its 1M bundle (target 3000001 x 0.3 / 0.8 = 1125000.4); the std estimate drops to 0.213 and the next pair is
+    neither underloaded nor overloaded -> one decision."""
     fx = Fixture(available=B[:4])
     for b, ns in zip(B[:4], "ABCD"):
         fx.top_bundles(b, f"my-tenant/my-namespace{ns}", 1e6, 2e6)
     for b, cpu in zip(B[:4], [20, 20, 80, 80]):
         fx.cpu_load(b, cpu)
     res, s = run(fx)
-    assert res == {("broker4:8080", D1, "broker1:8080", "Overloaded")}
+    assert res == {("broker3:8080", "my-tenant/my-namespaceC/0x00000000_0x0FFFFFFF", "broker1:8080", "Overloaded")}
     assert s.stats()["loadStd"] == pytest.approx(0.3, rel=1e-6)
     assert s.stats()["loadStdAfterShedding"] == pytest.approx(0.2134, abs=1e-4)
 
@@ -512,7 +541,8 @@ def test_std_above_target_alone_triggers_shedding() -> None:
 def test_overloaded_max_broker_with_std_within_target() -> None:
     """isOverLoaded alone: ten brokers at 50 %, one at 90 % (std 0.115 <= 0.25, avg 0.536); 0.9 > 0.85 and
     > avg + 0.25 -> reason Overloaded. broker11 serves 10M B/s, so its 1M bundle fits the target
-    10000001 x 0.2 / 0.9; the destination is the first 50 % broker in sorted order."""
+    10000001 x 0.2 / 0.9; the destination is the first 50 % broker in the load store's JVM order (a
+    ConcurrentHashMap: broker02, broker05, broker11, ...), which the stable sort keeps."""
     names = [f"broker{i:02d}:8080" for i in range(1, 12)]
     fx = Fixture(available=names)
     for i, b in enumerate(names):
@@ -521,7 +551,7 @@ def test_overloaded_max_broker_with_std_within_target() -> None:
     fx.load[names[-1]].msg_throughput_out[0] = 10e6
     fx.load[names[-1]].msg_throughput_ema[0] = 10e6
     res, s = run(fx)
-    assert res == {("broker11:8080", "my-tenant/ns10/0x00000000_0x0FFFFFFF", "broker01:8080", "Overloaded")}
+    assert res == {("broker11:8080", "my-tenant/ns10/0x00000000_0x0FFFFFFF", "broker02:8080", "Overloaded")}
     assert s.stats()["loadStd"] < 0.25
 
 
@@ -560,8 +590,9 @@ def test_random_load() -> None:
 def test_overload_outlier() -> None:
     """#testOverloadOutlier: 99 brokers at 1 % (1M B/s) and broker99 at 100 % (100M B/s): std 0.0985 is within
     target but the min broker's msgThroughputEMA < 0.125 x broker99's -> Underloaded; broker99's first bundle
-    moves to a 1 % broker. Pulsar's test accepts broker52 or broker83 (HashMap order among equal loads); with
-    sorted visiting order the stable sort puts broker0 first. (Pulsar's test keeps a 5-broker registry but runs
+    moves to a 1 % broker. Pulsar's test accepts broker52 or broker83 (the store's hash order among equal loads);
+    the load store's JVM order (a ConcurrentHashMap, brokers put in sorted order) starts with broker83, which the
+    stable sort keeps first (the sorted order of earlier versions gave broker0). (Pulsar's test keeps a 5-broker registry but runs
     without PulsarService, which disables the transferability check; here every broker is available.)"""
     names = [f"broker{i}:8080" for i in range(100)]
     fx = Fixture(available=names)
@@ -571,7 +602,7 @@ def test_overload_outlier() -> None:
     fx.top_bundles(names[-1], "my-tenant/my-namespace99", 30_000_000, 70_000_000)
     fx.cpu_load(names[-1], 100)
     res, s = run(fx)
-    assert res == {("broker99:8080", "my-tenant/my-namespace99/0x00000000_0x0FFFFFFF", "broker0:8080", "Underloaded")}
+    assert res == {("broker99:8080", "my-tenant/my-namespace99/0x00000000_0x0FFFFFFF", "broker83:8080", "Underloaded")}
     assert s.stats()["loadAvg"] == pytest.approx(0.019900000000000008, abs=1e-5)
     assert s.stats()["loadStd"] == pytest.approx(0.09850375627355534, abs=1e-5)
 
@@ -635,7 +666,7 @@ def test_first_version_algorithm() -> None:
     fx = setup_context(pulsarVersion="2.11", loadBalancerSheddingConditionHitCountThreshold=5)
     res, s = run(fx)
     assert res == {("broker5:8080", E1, "broker1:8080", "Overloaded"), ("broker4:8080", D1, "broker2:8080", "Overloaded")}
-    assert s.get_state() == {"unloadConditionHitCount": 0}
+    assert s.get_state()["unloadConditionHitCount"] == 0
 
 
 def test_first_version_balanced_skip() -> None:

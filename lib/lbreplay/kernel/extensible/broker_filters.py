@@ -10,6 +10,9 @@ Error handling follows the two callers:
   set every earlier filter agreed on (``availableBrokers.keySet().retainAll(...)``) — ``on_error="reset"``;
 * ``TransferShedder.isTransferable``: a failing filter makes the bundle not transferable — ``on_error="fail"``
   (the pipeline returns ``None``).
+
+The two callers copy the registry's map differently (``HashMap`` / ``ConcurrentHashMap``): ``BrokerVersionFilter``
+walks that copy (see :func:`version_filter`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import numpy as np
 
 from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.extensible.context import BrokerFilterFn, ExtensibleContext
+from lbreplay.kernel.extensible.map_order import available_brokers_order
 from lbreplay.kernel.load_data import Brokers
 from lbreplay.kernel.naming import split_bundle_name
 from lbreplay.kernel.policies import NamespacePolicies, parse_broker_host
@@ -138,13 +142,20 @@ def compare_semver_build_aware(a: SemVer, b: SemVer) -> int:
     return _cmp(bool(a[2]), bool(b[2]))
 
 
-def version_filter(ctx: ExtensibleContext, conf: PulsarConfig, bundle: str, cand: np.ndarray) -> np.ndarray:
+def version_filter(
+    ctx: ExtensibleContext, conf: PulsarConfig, bundle: str, cand: np.ndarray, *, copy_kind: str = "HashMap"
+) -> np.ndarray:
     """``BrokerVersionFilter`` (when ``preferLaterVersions``): keep only brokers on the latest version
     (``BUILD_AWARE_ORDER``; kept brokers are those whose version ``equals`` the latest). A missing or invalid
-    version string raises ``BrokerFilterError``. Skipped when the context carries no lookup data."""
+    version string raises ``BrokerFilterError``. Skipped when the context carries no lookup data.
+
+    ``getLatestVersionNumber`` walks the candidate map, and java-semver's order can be cyclic, so its order counts:
+    the registry's ``ConcurrentHashMap`` copied by the caller, ``new HashMap<>(availableBrokers)`` in
+    ``TransferShedder.isTransferable`` (``copy_kind="HashMap"``), ``new ConcurrentHashMap<>(availableBrokers)`` in
+    ``ExtensibleLoadManagerImpl.selectAsync`` (``"ConcurrentHashMap"``), see ``map_order.available_brokers_order``."""
     if not conf["preferLaterVersions"] or not cand.any() or ctx.broker_version is None:
         return cand
-    rows = np.flatnonzero(cand)
+    rows = _candidate_order(ctx, np.flatnonzero(cand), copy_kind)
     parsed: dict[int, SemVer] = {}
     latest: SemVer | None = None
     for i in rows.tolist():
@@ -163,6 +174,15 @@ def version_filter(ctx: ExtensibleContext, conf: PulsarConfig, bundle: str, cand
         if compare_semver(v, latest) != 0:  # type: ignore[arg-type]
             out[i] = False
     return out
+
+
+def _candidate_order(ctx: ExtensibleContext, rows: np.ndarray, copy_kind: str) -> np.ndarray:
+    """``rows`` in the order of the candidate map (the copy of the available brokers' map; a row not available
+    comes last, by row)."""
+    avail = tuple(ctx.broker_ids[i] for i in np.flatnonzero(ctx.available).tolist())
+    rank = {b: k for k, b in enumerate(available_brokers_order(avail, copy_kind))}
+    n = len(rank)
+    return np.asarray(sorted(rows.tolist(), key=lambda i: (rank.get(ctx.broker_ids[i], n), i)), dtype=np.int64)
 
 
 # --- the policy filters of ExtensibleLoadManagerImpl.initialize ------------------------------------------------------
@@ -244,7 +264,10 @@ def filter_brokers(
     ``on_error == "fail"``."""
     good = (ctx.available if candidates is None else np.asarray(candidates, dtype=bool)).copy()
     cand = good.copy()
+    copy_kind = "HashMap" if on_error == "fail" else "ConcurrentHashMap"
     for f in (*DEFAULT_PIPELINE, *ctx.extra_filters):
+        if f is version_filter:
+            f = functools.partial(version_filter, copy_kind=copy_kind)
         try:
             cand = np.asarray(f(ctx, conf, bundle, cand.copy()), dtype=bool)
             good &= cand

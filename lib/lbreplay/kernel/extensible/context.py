@@ -6,8 +6,10 @@ Mirrors what ``TransferShedder.findBundlesForUnloading`` and ``BrokerSelectionSt
 ``BrokerLookupData``: broker version, load manager class name), the service-unit state channel
 (``isOwner``), and ``UnloadScheduler``'s ``recentlyUnloadedBundles`` / ``recentlyUnloadedBrokers``.
 
-Broker rows are the sorted union of every broker named anywhere (load store, top-bundles store, registry);
-row order stands in for Java hash-map order wherever that order decides.
+Broker rows are the sorted union of every broker named anywhere (load store, top-bundles store, registry). Where
+a Java map's iteration order decides (the load store in ``TransferShedder``, the candidate map in
+``BrokerVersionFilter``, a broker's bundle stats in the split strategy), the JVM's order is taken from
+:mod:`lbreplay.kernel.extensible.map_order`, not from the row order.
 """
 
 from __future__ import annotations

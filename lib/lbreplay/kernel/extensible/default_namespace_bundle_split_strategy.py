@@ -2,9 +2,12 @@
 
 Each broker runs the strategy every ``loadBalancerSplitIntervalMinutes`` on its **current**
 ``NamespaceBundleStats`` (``BrokerService.getBundleStats``), with its own ``splitConditionHitCounts``. One
-object here stands for the strategy instances of all brokers: rows are grouped by the reporting broker,
-brokers are visited in sorted order, and each broker's rows in the order given (pass them sorted by bundle
-name: Java iterates a ``ConcurrentHashMap``). State: ``{"splitConditionHitCounts": {broker: {bundle: n}}}``.
+object here stands for the strategy instances of all brokers: rows are grouped by the reporting broker (each
+broker's strategy is its own: their order does not matter), and each broker's rows are walked in the JVM's order
+of its ``PulsarStats.bundleStats`` (a ``ConcurrentHashMap`` cleared and refilled each stats cycle, bundles put by
+name: ``map_order.bundle_stats_order``), which decides which bundles the per-cycle and namespace caps let
+through. State: ``{"splitConditionHitCounts": {broker: {bundle: n}}}``, plus ``"bundleStatsCapacity": {broker:
+table size}`` for a broker whose map has grown beyond the default 16 (``clear()`` keeps the table).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import numpy as np
 
 from lbreplay.kernel.bundle_split import NO_REASON, REASON_NAMES, SplitDecision, split_reason_codes, split_thresholds
 from lbreplay.kernel.config import PulsarConfig
+from lbreplay.kernel.extensible.map_order import bundle_stats_order
 from lbreplay.kernel.naming import can_split, format_range
 from lbreplay.kernel.split_algorithms import TopicStats, algorithm_by_name, child_names, split_boundaries
 
@@ -25,16 +29,25 @@ class DefaultNamespaceBundleSplitStrategy:
 
     def __init__(self) -> None:
         self.split_condition_hit_counts: dict[str, dict[str, int]] = {}
+        self.bundle_stats_capacity: dict[str, int] = {}  # each broker's PulsarStats.bundleStats table size
         self._failures = 0  # SplitCounter.update(Failure, Unknown) of the last call
         self._decisions = 0
 
     # --- state threading -------------------------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:
-        return {"splitConditionHitCounts": {b: dict(m) for b, m in sorted(self.split_condition_hit_counts.items())}}
+        state: dict[str, Any] = {
+            "splitConditionHitCounts": {b: dict(m) for b, m in sorted(self.split_condition_hit_counts.items())}
+        }
+        grown = {b: c for b, c in sorted(self.bundle_stats_capacity.items()) if c > 16}
+        if grown:
+            state["bundleStatsCapacity"] = grown
+        return state
 
     def set_state(self, state: Mapping[str, Any] | None) -> None:
         raw = (state or {}).get("splitConditionHitCounts") or {}
         self.split_condition_hit_counts = {str(b): {str(k): int(v) for k, v in m.items()} for b, m in raw.items()}
+        caps = (state or {}).get("bundleStatsCapacity") or {}
+        self.bundle_stats_capacity = {str(b): int(c) for b, c in caps.items()}
 
     def stats(self) -> dict[str, Any]:
         """``SplitCounter`` figures of the last call: failed split attempts (Failure/Unknown) and decisions."""
@@ -129,6 +142,8 @@ class DefaultNamespaceBundleSplitStrategy:
         names = list(bundles)
         row_of = dict(zip(names, range(n)))
         unique_names = len(row_of) == n
+        by_broker = np.argsort(codes, kind="stable")
+        all_bounds = np.searchsorted(codes[by_broker], np.arange(len(brokers) + 1))
 
         out: list[SplitDecision] = []
         new_counts: dict[str, dict[str, int]] = {}
@@ -148,6 +163,10 @@ class DefaultNamespaceBundleSplitStrategy:
                     rows_l = sorted(rows_l + extra)
             else:
                 hits = {}
+            # PulsarStats.bundleStats: cleared (the table keeps its size), refilled; walked in its JVM order
+            mine = tuple(names[i] for i in by_broker[all_bounds[bc] : all_bounds[bc + 1]].tolist())
+            rank = self._bundle_stats_rank(str(broker), mine)
+            rows_l = sorted(rows_l, key=lambda i: (rank[names[i]], i))
             planned: dict[str, int] = {}
             decided = 0
             for i in rows_l:
@@ -215,8 +234,16 @@ class DefaultNamespaceBundleSplitStrategy:
                 if decided == max_split:
                     break
             new_counts[str(broker)] = hits
-        if running is not None:  # brokers that did not run keep their counts
+        if running is not None:  # brokers that did not run keep their counts (and their bundleStats map)
             new_counts.update({b: m for b, m in self.split_condition_hit_counts.items() if b not in new_counts})
         self.split_condition_hit_counts = {b: m for b, m in sorted(new_counts.items()) if m}
         self._decisions = len(out)
         return out
+
+    def _bundle_stats_rank(self, broker: str, bundles: tuple[str, ...]) -> dict[str, int]:
+        """Position of each of ``bundles`` in ``broker``'s ``PulsarStats.bundleStats`` after this cycle's refill;
+        the table size is kept for the next cycle."""
+        order, capacity = bundle_stats_order(bundles, self.bundle_stats_capacity.get(broker, 0))
+        if capacity:
+            self.bundle_stats_capacity[broker] = capacity
+        return {b: k for k, b in enumerate(order)}

@@ -7,8 +7,10 @@ ported tests: ``TopKBundlesTest``.
 ``NamespaceBundleStats.compareTo`` is lexicographic with dead-bands (two values are equal unless they differ by
 more than the band): msgThroughputIn (1e5 B/s), msgThroughputOut (1e5), msgRateIn+msgRateOut (100),
 topics+consumerCount+producerCount (500), cacheSize (100000). It is not transitive, so the quickselect and the
-final sort are ported step by step: the result depends on the input order, which in Pulsar is the broker's
-bundle-stats ``HashMap`` order. We feed bundles in sorted name order (row order) instead.
+final sort are ported step by step: the result depends on the input order, which in Pulsar is the order of the
+broker's ``PulsarStats.bundleStats`` (a ``ConcurrentHashMap``, ``map_order.bundle_stats_order``). We feed
+bundles in sorted name order (row order) instead: only the replay's own reports use this (an audit reads the
+recorded lists, ``decide`` and the oracle take the lists as given).
 
 **List order** (``order``): the newest ``TopKBundles`` (028ed629) writes the top-K list reversed, the smallest
 of the top-K first (``"ascending"``, the default); the first version (b1ce2d4b) wrote the highest first

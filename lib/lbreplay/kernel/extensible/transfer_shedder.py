@@ -25,9 +25,11 @@ Two versions, chosen by ``pulsarVersion`` (``VersionProfile.transfer_hit_count``
 adjustment) only when ``loadBalancerDebugModeEnabled`` is true. We reproduce that by default
 (``swap_gain_only_in_debug=True``); pass ``False`` to model the evidently intended behaviour.
 
-Determinism: the load store is visited in sorted broker order (Java ``HashMap`` order otherwise), the sort by
-load is stable over that order, and sums are sequential (as Java's loop) — so avg/std may differ from a Java run
-in the last bits. Decisions are returned in the order they are made (Pulsar returns a ``HashSet``).
+Order: ``LoadStats.update`` walks the broker load-data store (``TableViewImpl``'s ``ConcurrentHashMap``) in the
+JVM's order (:class:`~lbreplay.kernel.extensible.map_order.LoadDataStoreOrder`, carried in the state as
+``loadDataStore``: the table size and key order, brokers new to the store put in sorted order): the CoolDown scan,
+the sequential sums of avg / std, and ``brokersSortedByLoad``'s stable sort (ties in ``weightedMaxEMA``) follow it.
+Decisions are returned in the order they are made (Pulsar returns a ``HashSet``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import numpy as np
 from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.extensible.broker_filters import filter_brokers
 from lbreplay.kernel.extensible.context import ExtensibleContext
+from lbreplay.kernel.extensible.map_order import LoadDataStoreOrder
 from lbreplay.kernel.naming import split_bundle_name
 from lbreplay.kernel.strategy import Unload
 from lbreplay.kernel.version_profile import profile_for
@@ -108,6 +111,8 @@ class TransferShedder:
         self.unload_condition_hit_count = 0
         self._stats: dict[str, Any] = {}
         self._skip: str | None = None
+        self.store = LoadDataStoreOrder()
+        self._store_rows = np.zeros(0, dtype=np.int64)
 
     # --- strategy protocol -------------------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
@@ -120,10 +125,14 @@ class TransferShedder:
         return self._skip
 
     def get_state(self) -> dict[str, Any]:
-        return {"unloadConditionHitCount": self.unload_condition_hit_count}
+        state: dict[str, Any] = {"unloadConditionHitCount": self.unload_condition_hit_count}
+        if self.store.keys:
+            state["loadDataStore"] = self.store.get_state()
+        return state
 
     def set_state(self, state: dict[str, Any] | None) -> None:
         self.unload_condition_hit_count = int((state or {}).get("unloadConditionHitCount", 0))
+        self.store.set_state((state or {}).get("loadDataStore"))
 
     def on_active_brokers_change(self, active: set[str]) -> None:
         return None
@@ -136,13 +145,16 @@ class TransferShedder:
         """One shedding cycle; mutates ``ctx.recently_unloaded_brokers`` (expired entries removed) like Pulsar."""
         self._stats = {}
         self._skip = None
+        order = self.store.update(ctx.broker_ids[i] for i in np.flatnonzero(ctx.has_load_data).tolist())
+        self._store_rows = np.fromiter((ctx.index(b) for b in order), dtype=np.int64, count=len(order))
         if profile_for(conf["pulsarVersion"]).transfer_hit_count:
             return self._find_current(ctx, conf)
         return self._find_first_version(ctx, conf)
 
     def _fresh_rows(self, ctx: ExtensibleContext, conf: PulsarConfig) -> tuple[np.ndarray | None, str | None]:
-        """``LoadStats.update`` scan: the rows counted in avg/std, or a skip reason (CoolDown wins at once)."""
-        rows = np.flatnonzero(ctx.has_load_data)
+        """``LoadStats.update`` scan over the store's entries: the rows counted in avg/std (in the store's order), or
+        a skip reason (CoolDown wins at once; the brokers before it have left ``recentlyUnloadedBrokers``)."""
+        rows = self._store_rows
         upd = ctx.load.updated_at[rows]
         stale = (ctx.now_ms - upd) > int(conf["loadBalancerBrokerLoadDataTTLInSeconds"]) * 1000
         reason = OUT_DATED_DATA if stale.any() else None
@@ -180,7 +192,7 @@ class TransferShedder:
         std = _java_sqrt(sq / n - avg * avg)
         self._stats = {"loadAvg": avg, "loadStd": std}
 
-        rows = np.flatnonzero(ctx.has_load_data)
+        rows = self._store_rows
         order = rows[np.argsort(ema[rows], kind="stable")].tolist()  # brokersSortedByLoad (stale included)
         min_idx, max_idx = 0, len(order) - 1
         shed_count = 0

@@ -13,7 +13,9 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.TreeMap;
+import java.util.WeakHashMap;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.BiConsumer;
 import org.apache.pulsar.broker.PulsarService;
 import org.apache.pulsar.broker.ServiceConfiguration;
@@ -64,7 +66,10 @@ import org.mockito.Mockito;
  * {@code isLoadBalancerSheddingBundlesWithPoliciesEnabled}. The metadata they read ({@code isolationPolicies},
  * {@code namespaces.<ns>.policies.namespaceAntiAffinityGroup}, {@code failureDomains}) comes from mocked
  * {@code PulsarResources} ({@link Pipeline#resources}), as Pulsar's load-manager tests mock them. TransferShedder reads the wall clock (load-data TTL): the cases keep their
- * timestamps far from those limits.
+ * timestamps far from those limits. The maps are the jar's own types, so their iteration order is the JVM's: the
+ * broker load-data store a {@code ConcurrentHashMap} kept across the sequence ({@link #loadDataStore}), the
+ * top-bundles store and the registry's available brokers fresh {@code ConcurrentHashMap}s, brokers put in sorted
+ * order (the insertion history lbreplay's kernel assumes).
  */
 final class Extensible {
     /** The NamespaceService whose bundle factory makes real NamespaceBundles (one per JVM). */
@@ -86,9 +91,10 @@ final class Extensible {
         Map<String, Long> ruBrokers = new HashMap<>();
         ext.path("recentlyUnloadedBrokers").fields().forEachRemaining(e -> ruBrokers.put(e.getKey(),
                 e.getValue().asLong()));
-        Map<String, BrokerLookupData> available = new TreeMap<>();
+        // BrokerRegistryImpl.getAvailableBrokerLookupDataAsync: a fresh ConcurrentHashMap, brokers put in sorted order
+        Map<String, BrokerLookupData> available = new ConcurrentHashMap<>();
         JsonNode avail = ext.path("availableBrokers");
-        List<String> availableIds = new ArrayList<>();
+        java.util.SortedSet<String> availableIds = new java.util.TreeSet<>();
         if (avail.isArray()) {
             avail.forEach(x -> availableIds.add(x.asText()));
         } else {
@@ -121,8 +127,20 @@ final class Extensible {
         ruBundles.replaceAll((k, v) -> v + shift);
         ruBrokers.replaceAll((k, v) -> v + shift);
 
-        LoadDataStore<BrokerLoadData> brokerStore = store(brokerLoad);
-        LoadDataStore<TopBundlesLoadData> topStore = store(top);
+        TransferShedder transfer = (TransferShedder) inst.transfer;
+        if (transfer == null) {
+            // TransferShedderTest's wiring without a running broker: the counter constructor, then the collaborators
+            // the 5-argument constructor takes from the broker (set for each request below)
+            transfer = new TransferShedder(new UnloadCounter());
+            inst.transfer = transfer;
+            if (Oracle.readField(transfer, "decisionCache") == null) {
+                Oracle.writeField(transfer, "decisionCache", new java.util.HashSet<>());
+            }
+        }
+        LoadDataStore<BrokerLoadData> brokerStore = store(loadDataStore(transfer, brokerLoad));
+        Map<String, TopBundlesLoadData> topMap = new ConcurrentHashMap<>();
+        top.forEach(topMap::put);
+        LoadDataStore<TopBundlesLoadData> topStore = store(topMap);
         BrokerRegistry registry = proxy(BrokerRegistry.class, (method, args) ->
                 method.equals("getAvailableBrokerLookupDataAsync") ? CompletableFuture.completedFuture(available)
                         : null);
@@ -134,16 +152,6 @@ final class Extensible {
             default -> null;
         });
 
-        TransferShedder transfer = (TransferShedder) inst.transfer;
-        if (transfer == null) {
-            // TransferShedderTest's wiring without a running broker: the counter constructor, then the collaborators
-            // the 5-argument constructor takes from the broker (set for each request below)
-            transfer = new TransferShedder(new UnloadCounter());
-            inst.transfer = transfer;
-            if (Oracle.readField(transfer, "decisionCache") == null) {
-                Oracle.writeField(transfer, "decisionCache", new java.util.HashSet<>());
-            }
-        }
         // The broker's view of this request: PulsarResources answering its isolation policies, anti-affinity groups
         // and failure domains (as the placement pipeline, Pipeline.resources), a NamespaceService whose bundle
         // factory makes real NamespaceBundles, the channel (ownership), and the real policy helpers and filters
@@ -294,6 +302,22 @@ final class Extensible {
         public CompletableFuture<Optional<LocalPolicies>> getLocalPoliciesAsync(NamespaceName ns) {
             return CompletableFuture.completedFuture(getLocalPolicies(ns));
         }
+    }
+
+    /** Each sequence's broker load-data store (keyed by its TransferShedder), kept from request to request. */
+    private static final Map<Object, ConcurrentHashMap<String, BrokerLoadData>> STORES = new WeakHashMap<>();
+
+    /**
+     * The broker load-data store as the broker holds it: {@code TableViewLoadDataStoreImpl} over the client
+     * {@code TableViewImpl}'s {@code data}, a {@code ConcurrentHashMap} living as long as the broker. Each request
+     * is one refresh of it: the brokers the request lacks are removed (their tombstones), then the request's brokers
+     * are put in sorted order (a broker already there keeps its place, as a newer report does).
+     */
+    static Map<String, BrokerLoadData> loadDataStore(Object owner, Map<String, BrokerLoadData> brokerLoad) {
+        ConcurrentHashMap<String, BrokerLoadData> map = STORES.computeIfAbsent(owner, o -> new ConcurrentHashMap<>());
+        map.keySet().removeIf(b -> !brokerLoad.containsKey(b));
+        brokerLoad.forEach(map::put);
+        return map;
     }
 
     /** A request's per-broker block ({@code brokerLoadData}, {@code topBundlesLoadData}), sorted by broker. */

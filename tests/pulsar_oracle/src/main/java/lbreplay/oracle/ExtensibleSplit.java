@@ -12,7 +12,9 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
+import java.util.WeakHashMap;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import org.apache.pulsar.broker.PulsarService;
@@ -42,8 +44,9 @@ import org.mockito.Mockito;
  * and {@code DefaultNamespaceBundleSplitStrategyImpl.findBundlesToSplit(context, pulsar)} of every broker that has
  * {@code extensible.topBundlesLoadData}, in sorted broker order, each with its own strategy instance (its
  * {@code splitConditionHitCounts} persist across the sequence, as on each broker) and its own {@code SplitCounter}.
- * A broker's {@code BrokerService.getBundleStats()} is its TopBundlesLoadData entries (iterated in sorted bundle
- * order: Pulsar's map is a ConcurrentHashMap); the channel answers {@code isOwner(bundle)} from
+ * A broker's {@code BrokerService.getBundleStats()} is its TopBundlesLoadData entries (the last entry of a bundle
+ * listed twice) in the jar's own map type: a {@code ConcurrentHashMap} per broker kept across the sequence, cleared
+ * and refilled in sorted bundle order each cycle as {@code PulsarStats.updateStats} does; the channel answers {@code isOwner(bundle)} from
  * {@code extensible.bundleOwners} (every broker owns what it reports without it) and lists no bundle in Splitting
  * state; {@code getBundleCount} answers from {@code namespaces.<ns>.boundaries} (a namespace without them throws, as a
  * failed metadata read); {@code getSplitBoundary} is the jar's own (a mocked NamespaceService, as
@@ -54,6 +57,10 @@ import org.mockito.Mockito;
  * {@code stats.splitFailures} (this cycle's {@code SplitCounter} Failure/Unknown updates, all brokers).
  */
 final class ExtensibleSplit {
+    /** Each broker's {@code PulsarStats.bundleStats} (keyed by its strategy instance), kept across the sequence. */
+    private static final Map<Object, ConcurrentHashMap<String, NamespaceBundleStats>> BUNDLE_STATS =
+            new WeakHashMap<>();
+
     private ExtensibleSplit() {
     }
 
@@ -110,10 +117,18 @@ final class ExtensibleSplit {
         long failures = 0;
         for (Map.Entry<String, TopBundlesLoadData> e : top.entrySet()) {
             String broker = e.getKey();
-            Map<String, NamespaceBundleStats> bundleStats = new TreeMap<>();
+            Map<String, NamespaceBundleStats> latest = new TreeMap<>();
             for (TopBundlesLoadData.BundleLoadData d : e.getValue().getTopBundlesLoadData()) {
-                bundleStats.put(d.bundleName(), d.stats());
+                latest.put(d.bundleName(), d.stats());
             }
+            DefaultNamespaceBundleSplitStrategyImpl strategy = (DefaultNamespaceBundleSplitStrategyImpl)
+                    inst.extensibleSplit.computeIfAbsent(broker,
+                            b -> new DefaultNamespaceBundleSplitStrategyImpl(new SplitCounter()));
+            // PulsarStats.updateStats: the broker's bundleStats map is cleared (its table keeps its size) and refilled
+            ConcurrentHashMap<String, NamespaceBundleStats> bundleStats =
+                    BUNDLE_STATS.computeIfAbsent(strategy, s -> new ConcurrentHashMap<>());
+            bundleStats.clear();
+            latest.forEach(bundleStats::put);
             Pipeline.set(pulsarStats, "bundleStats", bundleStats);
             ServiceUnitStateChannel channel = Extensible.proxy(ServiceUnitStateChannel.class, (method, args) ->
                     switch (method) {
@@ -130,9 +145,6 @@ final class ExtensibleSplit {
                 case "brokerRegistry" -> registry;
                 default -> null;
             });
-            DefaultNamespaceBundleSplitStrategyImpl strategy = (DefaultNamespaceBundleSplitStrategyImpl)
-                    inst.extensibleSplit.computeIfAbsent(broker,
-                            b -> new DefaultNamespaceBundleSplitStrategyImpl(new SplitCounter()));
             AtomicLong failed = failureCounter(strategy);
             long before = failed.get();
             Set<SplitDecision> decisions = strategy.findBundlesToSplit(ctx, pulsar);
