@@ -182,3 +182,19 @@ def test_a_table_length_that_no_hash_set_has_is_refused() -> None:
     manager = ModularLoadManager(conf(), NamespacePolicies(), np.random.default_rng(0))
     with pytest.raises(UsageError, match=r"strategyState.leader: cannot restore leader state"):
         manager.set_state({"leader": {"brokerCandidateCache": {"localSecondaryCache": 8}}}, ld)
+
+
+def test_the_quick_model_is_the_exact_one_for_ordinary_ids() -> None:
+    """Without a crowded bin the insertion-sequence model (no Node objects) gives the exact model's order and tables;
+    9 keys of one hash make it hand over to the exact model."""
+    from lbreplay.kernel.broker_candidate_cache import _Crowded, _select_steps, _Sets
+
+    ids = tuple(f"broker-{i}.example:{8080 + i % 2}" for i in range(200))
+    fill, fit, kept = PolicyFill(ids[:20], ids[20:], True), frozenset(ids[::2]), frozenset(ids[::6])
+    for tables in ((0, 0, 0), (16, 16, 512)):
+        quick = _select_steps(_Sets(tables, quick=True), fill, fit, kept, True, True)
+        assert quick == _select_steps(_Sets(tables), fill, fit, kept, True, True)
+        assert quick[1][0] == 512  # 200 candidates: 256 * 0.75 < 200
+    with pytest.raises(_Crowded):
+        _select_steps(_Sets((0, 0, 0), quick=True), PolicyFill(tuple(COLLIDING[:9]), (), False), frozenset(),
+                      frozenset(), False, False)

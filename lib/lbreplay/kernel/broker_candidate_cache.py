@@ -28,7 +28,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from lbreplay.kernel.java_hash_map import JavaHashMap
+from lbreplay.kernel.java_hash_map import JavaHashMap, hash_map_hash
 
 
 class PolicyFill(NamedTuple):
@@ -43,11 +43,81 @@ class PolicyFill(NamedTuple):
 Tables = tuple[int, int, int]  # table lengths: brokerCandidateCache, localPrimariesCache, localSecondaryCache
 
 
-class _Sets:
-    """The three ``HashSet`` s of one call, from their table lengths."""
+class _Crowded(Exception):
+    """A bin of a :class:`_QuickSet` reached 7 keys: a tree bin may follow, so the exact model takes over."""
 
-    def __init__(self, tables: Tables) -> None:
-        self.candidates, self.primaries, self.secondaries = (JavaHashMap.cleared(t) for t in tables)
+
+_HASHES: dict[str, int] = {}
+
+
+def _hash(key: str) -> int:
+    h = _HASHES.get(key)
+    if h is None:
+        if len(_HASHES) > 100_000:
+            _HASHES.clear()
+        h = _HASHES[key] = hash_map_hash(key)
+    return h
+
+
+class _QuickSet:
+    """A ``HashSet`` as its keys' insertion sequence and its table length: iterated by bin, then insertion (what
+    :class:`JavaHashMap` gives while no bin holds 8 keys; raises :class:`_Crowded` before one could)."""
+
+    __slots__ = ("_seq", "_next", "_table", "_bins")
+
+    def __init__(self, table: int = 0) -> None:
+        self._seq: dict[str, int] = {}
+        self._next = 0
+        self._table = table
+        self._bins: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._seq)
+
+    @property
+    def capacity(self) -> int:
+        return self._table
+
+    def put(self, key: str) -> None:
+        if key in self._seq:
+            return
+        if not self._table:
+            self._table = 16
+        b = _hash(key) & (self._table - 1)
+        count = self._bins.get(b, 0)
+        if count >= 7:
+            raise _Crowded
+        self._bins[b] = count + 1
+        self._seq[key] = self._next
+        self._next += 1
+        if len(self._seq) > self._table * 3 // 4:  # resize: bins split, each half keeps its order
+            self._table *= 2
+            self._bins = {}
+            for k in self._seq:
+                nb = _hash(k) & (self._table - 1)
+                self._bins[nb] = self._bins.get(nb, 0) + 1
+
+    def remove(self, key: str, movable: bool = True) -> None:
+        if self._seq.pop(key, None) is not None:
+            b = _hash(key) & (self._table - 1)
+            self._bins[b] -= 1
+
+    def clear(self) -> None:
+        self._seq.clear()
+        self._bins.clear()
+
+    def keys(self) -> list[str]:
+        mask = self._table - 1
+        return sorted(self._seq, key=lambda k: (_hash(k) & mask, self._seq[k]))
+
+
+class _Sets:
+    """The three ``HashSet`` s of one call, from their table lengths (``quick``: :class:`_QuickSet` s)."""
+
+    def __init__(self, tables: Tables, quick: bool = False) -> None:
+        make = _QuickSet if quick else JavaHashMap.cleared
+        self.quick = quick
+        self.candidates, self.primaries, self.secondaries = (make(t) for t in tables)
 
     def apply_namespace_policies(self, fill: PolicyFill) -> None:
         """``LoadManagerShared.applyNamespacePolicies`` into the candidate set (not cleared here)."""
@@ -66,7 +136,7 @@ class _Sets:
     def filter_large_topic_count(self, fit: frozenset[str]) -> None:
         """``filterBrokersWithLargeTopicCount``: the candidates in ``fit`` collected into a fresh ``HashSet``
         (``Collectors.toSet()``); unless empty, the candidate set is cleared and gets them back in its order."""
-        within = JavaHashMap()
+        within = _QuickSet() if self.quick else JavaHashMap()
         for k in self.candidates.keys():
             if k in fit:
                 within.put(k)
@@ -91,7 +161,15 @@ def _select_order(
     tables: Tables, fill: PolicyFill, fit: frozenset[str], kept: frozenset[str], restored: bool, recheck: bool
 ) -> tuple[tuple[str, ...], Tables]:
     """The candidate set's iteration order at a ``selectBroker`` strategy call, and the tables after it."""
-    sets = _Sets(tables)
+    try:
+        return _select_steps(_Sets(tables, quick=True), fill, fit, kept, restored, recheck)
+    except _Crowded:
+        return _select_steps(_Sets(tables), fill, fit, kept, restored, recheck)
+
+
+def _select_steps(
+    sets: _Sets, fill: PolicyFill, fit: frozenset[str], kept: frozenset[str], restored: bool, recheck: bool
+) -> tuple[tuple[str, ...], Tables]:
     sets.apply_namespace_policies(fill)
     sets.filter_large_topic_count(fit)
     sets.retain(kept)
@@ -104,9 +182,14 @@ def _select_order(
 
 @lru_cache(maxsize=1024)
 def _policies_check_tables(tables: Tables, fill: PolicyFill) -> Tables:
-    sets = _Sets(tables)
-    sets.apply_namespace_policies(fill)
-    return sets.tables
+    for quick in (True, False):
+        try:
+            sets = _Sets(tables, quick)
+            sets.apply_namespace_policies(fill)
+            return sets.tables
+        except _Crowded:
+            continue
+    raise AssertionError("unreachable: the exact model never raises _Crowded")
 
 
 class BrokerCandidateCache:
