@@ -51,6 +51,8 @@ class LoadDataStoreOrder:
         """This cycle's store holds exactly ``brokers``: the others' tombstones remove them, then the new ones are
         put in sorted order (a present key keeps its place). Returns the store's iteration order."""
         present = set(brokers)
+        if self.keys and present == set(self.keys):  # no report added or removed: the map is as it was
+            return list(self.keys)
         m = concurrent_cleared(self.capacity)
         for k in self.keys:  # the same bins in the same order: no resize, the map held them at this size
             m.put(k)
