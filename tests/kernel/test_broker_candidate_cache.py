@@ -9,10 +9,7 @@ topic-count filter's copy included); the candidate order at every strategy call 
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,28 +22,18 @@ from lbreplay.kernel.modular_load_manager import ModularLoadManager
 from lbreplay.kernel.placement import LeaderState, select_broker
 from lbreplay.kernel.policies import NamespacePolicies
 from lbreplay.kernel.round_robin_broker_selector import RoundRobinBrokerSelector
+from tests.kernel.jdk_process import JdkProcess, compiled
+from tests.kernel.jdk_process import hex_key as _hex
+from tests.kernel.jdk_process import unhex_key as _unhex
 from tests.kernel.placement_fixtures import Br, World, conf
 from tests.kernel.test_java_hash_map import BROKERS, COLLIDING, SAME_BIN_HM
 
-JAVA_SOURCE = Path(__file__).parent / "java" / "CandidateCacheOrder.java"
 B2, B7 = "broker-2.example:8080", "broker-7.example:8080"  # one bin of 16 (11); bins 27 and 11 of 64
 Call = tuple[str, PolicyFill, frozenset[str], frozenset[str], bool, bool]
 
 
-def _hex(key: str) -> str:
-    return key.encode("utf-16-be", "surrogatepass").hex()
-
-
-def _unhex(h: str) -> str:
-    return bytes.fromhex(h).decode("utf-16-be", "surrogatepass")
-
-
-class Jvm:
+class Jvm(JdkProcess):
     """One ``java CandidateCacheOrder`` process: a history line in, the orders line out."""
-
-    def __init__(self, classes: Path) -> None:
-        self.proc = subprocess.Popen(["java", "-Xshare:auto", "-cp", str(classes), "CandidateCacheOrder"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, encoding="ascii")
 
     def orders(self, calls: list[Call]) -> list[list[str]]:
         specs = []
@@ -57,29 +44,15 @@ class Jvm:
                 parts += [",".join(map(_hex, sorted(fit))), ",".join(map(_hex, sorted(kept))), str(int(restored)),
                           str(int(recheck))]
             specs.append(";".join(parts))
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write("\t".join(specs) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline().rstrip("\n")
+        line = self.ask("\t".join(specs))
         selects = sum(1 for c in calls if c[0] == "S")
         parts = line.split("|") if selects else []
         return [[_unhex(h) for h in p.split(" ")] if p else [] for p in parts]
 
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=30)
-
 
 @pytest.fixture(scope="module")
 def jvm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jvm]:
-    if shutil.which("javac") is None or shutil.which("java") is None:
-        pytest.skip("javac / java not on PATH: the JDK's own HashSets cannot be run")
-    classes = tmp_path_factory.mktemp("candidate_cache_order")
-    subprocess.run(["javac", "-d", str(classes), str(JAVA_SOURCE)], check=True)
-    j = Jvm(classes)
-    yield j
-    j.close()
+    yield from compiled(tmp_path_factory, "CandidateCacheOrder", Jvm)
 
 
 def replay(calls: list[Call]) -> list[list[str]]:

@@ -1,6 +1,7 @@
 """lbreplay.kernel.java_hash_map against the JDK's own HashMap / HashSet / LinkedHashMap / ConcurrentHashMap.
 
-Random histories (put, remove, an iterator's remove (``removeIf``), computeIfAbsent, clear, copy construction; broker ids, bundle names, unicode,
+Random histories (put, remove, an iterator's remove (``removeIf``), computeIfAbsent, clear, copy construction;
+broker ids, bundle names, unicode,
 keys colliding in full (``Aa`` / ``BB`` blocks) or in their bin) run through tests/kernel/java/JavaHashOrder.java,
 compiled once per module and kept open as one JVM reading a history per line; the key order must be equal.
 """
@@ -8,10 +9,7 @@ compiled once per module and kept open as one JVM reading a history per line; th
 from __future__ import annotations
 
 import itertools
-import shutil
-import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -30,8 +28,10 @@ from lbreplay.kernel.java_hash_map import (
     new_map,
     table_size_for,
 )
+from tests.kernel.jdk_process import JdkProcess, compiled
+from tests.kernel.jdk_process import hex_key as _hex
+from tests.kernel.jdk_process import unhex_key as _unhex
 
-JAVA_SOURCE = Path(__file__).parent / "java" / "JavaHashOrder.java"
 Op = tuple[str, tuple[str, ...]]
 
 BROKERS = [f"10.0.{i // 7}.{i * 13 % 250}:8080" for i in range(60)] + [
@@ -44,52 +44,21 @@ SAME_BIN_CHM = [k for k in (f"q{i}" for i in range(40000)) if concurrent_spread(
 POOLS = [BROKERS, BUNDLES, COLLIDING, SAME_BIN_HM, SAME_BIN_CHM, COLLIDING[:12] + SAME_BIN_HM[:12] + BROKERS[:12]]
 
 
-def _hex(key: str) -> str:
-    return key.encode("utf-16-be", "surrogatepass").hex()
-
-
-def _unhex(h: str) -> str:
-    return bytes.fromhex(h).decode("utf-16-be", "surrogatepass")
-
-
-class Jvm:
+class Jvm(JdkProcess):
     """One ``java JavaHashOrder`` process: a history line in, the key order line out."""
-
-    def __init__(self, classes: Path) -> None:
-        self.proc = subprocess.Popen(
-            ["java", "-Xshare:auto", "-cp", str(classes), "JavaHashOrder"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            encoding="ascii",
-        )
 
     def order(self, kind: str, capacity: int | None, ops: list[Op]) -> list[str]:
         fields = [kind, str(-1 if capacity is None else capacity)]
         for code, keys in ops:
             fields.append(code + (",".join("k" + _hex(k) for k in keys) if code == "=" else "".join(_hex(k) for k in keys)))
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write("\t".join(fields) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline().rstrip("\n")
+        line = self.ask("\t".join(fields))
         assert not line.startswith("!"), line
         return [_unhex(h[1:]) for h in line.split(" ")] if line else []
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")
 def jvm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jvm]:
-    if shutil.which("javac") is None or shutil.which("java") is None:
-        pytest.skip("javac / java not on PATH: the JDK's own maps cannot be run")
-    classes = tmp_path_factory.mktemp("java_hash_order")
-    subprocess.run(["javac", "-d", str(classes), str(JAVA_SOURCE)], check=True)
-    j = Jvm(classes)
-    yield j
-    j.close()
+    yield from compiled(tmp_path_factory, "JavaHashOrder", Jvm)
 
 
 def replay(kind: str, capacity: int | None, ops: list[Op]) -> list[str]:
