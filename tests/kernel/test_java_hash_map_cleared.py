@@ -1,6 +1,6 @@
 """The maps of the extensible load manager that live across cycles, against the JDK's own ConcurrentHashMap.
 
-``java_hash_map.concurrent_cleared`` (a map grown and then ``clear()``ed: ``PulsarStats.bundleStats`` each stats
+``JavaConcurrentHashMap.cleared`` (a map grown and then ``clear()``ed: ``PulsarStats.bundleStats`` each stats
 cycle) and ``map_order.LoadDataStoreOrder`` (the load-data store's ``TableViewImpl`` map, rebuilt each cycle from
 the table size and key order kept in ``TransferShedder``'s state) must iterate exactly as the JDK's map with the
 same history does (tests/kernel/java/JavaHashOrder.java, the JVM of ``test_java_hash_map``).
@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lbreplay.kernel.extensible.map_order import LoadDataStoreOrder, bundle_stats_order
-from lbreplay.kernel.java_hash_map import JavaConcurrentHashMap, concurrent_capacity, concurrent_cleared
+from lbreplay.kernel.java_hash_map import JavaConcurrentHashMap
 from tests.kernel.test_java_hash_map import BROKERS, BUNDLES, COLLIDING, SAME_BIN_CHM, Jvm, Op, jvm  # noqa: F401 (the JDK fixture)
 
 KEYS = BROKERS + BUNDLES + COLLIDING[:6] + SAME_BIN_CHM[:10]
@@ -28,11 +28,11 @@ def test_cleared_map_keeps_its_table_like_the_jdk(jvm: Jvm, grow: list[str], ref
     grown = JavaConcurrentHashMap()
     for k in grow:
         grown.put(k)
-    m = concurrent_cleared(concurrent_capacity(grown))
+    m = JavaConcurrentHashMap.cleared(grown.capacity)
     for k in refill:
         m.put(k)
     assert m.keys() == jvm.order("ConcurrentHashMap", None, ops)
-    assert bundle_stats_order(tuple(refill), concurrent_capacity(grown))[0] == tuple(
+    assert bundle_stats_order(tuple(refill), grown.capacity)[0] == tuple(
         jvm.order("ConcurrentHashMap", None, [("+", (k,)) for k in grow] + [("c", ())]
                   + [("+", (k,)) for k in sorted(set(refill))]))
 
@@ -58,9 +58,9 @@ def test_cleared_capacity_and_fresh_map() -> None:
     grown = JavaConcurrentHashMap()
     for k in BROKERS[:13]:  # 13 >= 0.75 x 16: the table doubles
         grown.put(k)
-    assert concurrent_capacity(grown) == 32 and concurrent_capacity(JavaConcurrentHashMap()) == 0
-    assert concurrent_capacity(concurrent_cleared(32)) == 32 and concurrent_cleared(32).keys() == []
-    fresh, cleared = JavaConcurrentHashMap(), concurrent_cleared(32)
+    assert grown.capacity == 32 and JavaConcurrentHashMap().capacity == 0
+    assert JavaConcurrentHashMap.cleared(32).capacity == 32 and JavaConcurrentHashMap.cleared(32).keys() == []
+    fresh, cleared = JavaConcurrentHashMap(), JavaConcurrentHashMap.cleared(32)
     for k in BROKERS[:5]:
         fresh.put(k)
         cleared.put(k)

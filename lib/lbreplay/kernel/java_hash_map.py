@@ -53,6 +53,7 @@ Where Pulsar (``org.apache.pulsar.broker.loadbalance``; read on master and the 4
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 
 import numpy as np
 
@@ -79,8 +80,9 @@ def java_string_hash(s: str) -> int:
     return _int32(h)
 
 
+@lru_cache(maxsize=1 << 17)
 def hash_map_hash(key: str) -> int:
-    """``HashMap.hash``: ``h ^ (h >>> 16)``."""
+    """``HashMap.hash``: ``h ^ (h >>> 16)`` (memoised: the same broker and bundle names are hashed every tick)."""
     u = java_string_hash(key) & 0xFFFFFFFF
     return _int32(u ^ (u >> 16))
 
@@ -356,6 +358,21 @@ class JavaConcurrentHashMap:
     def __len__(self) -> int:
         return self._size
 
+    @property
+    def capacity(self) -> int:
+        """The table's length (0 before the first put): what ``clear()`` keeps of its history."""
+        return len(self._table) if self._table else 0
+
+    @classmethod
+    def cleared(cls, capacity: int) -> JavaConcurrentHashMap:
+        """A default ``ConcurrentHashMap`` grown to ``capacity`` (a power of two >= 16, or 0), then ``clear()``ed:
+        empty bins, the table and ``sizeCtl`` (``n - n / 4``) kept."""
+        m = cls()
+        if capacity:
+            n = table_size_for(max(capacity, 16))
+            m._table, m._size_ctl = [None] * n, n - (n >> 2)
+        return m
+
     def keys(self) -> list[str]:
         """The keys as ``keySet().iterator()`` (a ``Traverser``) returns them."""
         out: list[str] = []
@@ -579,18 +596,3 @@ def iteration_order(keys: Iterable[str], kind: str = "HashMap", initial_capacity
         m.put(k)
     return m.keys()
 
-
-
-def concurrent_capacity(m: JavaConcurrentHashMap) -> int:
-    """A ``ConcurrentHashMap``'s table length (0 before the first put): what ``clear()`` keeps of it."""
-    return len(m._table) if m._table else 0
-
-
-def concurrent_cleared(capacity: int) -> JavaConcurrentHashMap:
-    """A default ``ConcurrentHashMap`` grown to ``capacity`` (a power of two >= 16, or 0), then ``clear()``ed:
-    empty bins, the table and ``sizeCtl`` (``n - n / 4``) kept."""
-    m = JavaConcurrentHashMap()
-    if capacity:
-        n = table_size_for(max(capacity, 16))
-        m._table, m._size_ctl = [None] * n, n - (n >> 2)
-    return m

@@ -31,12 +31,7 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
-from lbreplay.kernel.java_hash_map import (
-    JavaConcurrentHashMap,
-    JavaHashMap,
-    concurrent_capacity,
-    concurrent_cleared,
-)
+from lbreplay.kernel.java_hash_map import JavaConcurrentHashMap, JavaHashMap
 
 
 class LoadDataStoreOrder:
@@ -50,19 +45,18 @@ class LoadDataStoreOrder:
     def update(self, brokers: Iterable[str]) -> list[str]:
         """This cycle's store holds exactly ``brokers``: the others' tombstones remove them, then the new ones are
         put in sorted order (a present key keeps its place). Returns the store's iteration order."""
-        present = set(brokers)
-        if self.keys and present == set(self.keys):  # no report added or removed: the map is as it was
+        present, known = set(brokers), set(self.keys)
+        if known and present == known:  # no report added or removed: the map is as it was
             return list(self.keys)
-        m = concurrent_cleared(self.capacity)
+        m = JavaConcurrentHashMap.cleared(self.capacity)
         for k in self.keys:  # the same bins in the same order: no resize, the map held them at this size
             m.put(k)
         for k in self.keys:
             if k not in present:
                 m.remove(k)
-        known = set(self.keys)
         for k in sorted(present - known):
             m.put(k)
-        self.capacity, self.keys = concurrent_capacity(m), m.keys()
+        self.capacity, self.keys = m.capacity, m.keys()
         return list(self.keys)
 
     def get_state(self) -> dict[str, Any]:
@@ -90,7 +84,7 @@ def available_brokers_order(brokers: tuple[str, ...], copy_kind: str = "HashMap"
 def bundle_stats_order(bundles: tuple[str, ...], capacity: int) -> tuple[tuple[str, ...], int]:
     """``PulsarStats.bundleStats`` after ``clear()`` (a table of ``capacity``) and the puts of ``bundles`` in
     sorted order: the iteration order and the table size it keeps for the next cycle."""
-    m = concurrent_cleared(capacity)
+    m = JavaConcurrentHashMap.cleared(capacity)
     for b in sorted(set(bundles)):
         m.put(b)
-    return tuple(m.keys()), concurrent_capacity(m)
+    return tuple(m.keys()), m.capacity
