@@ -47,18 +47,6 @@ class _Crowded(Exception):
     """A bin of a :class:`_QuickSet` reached 7 keys: a tree bin may follow, so the exact model takes over."""
 
 
-_HASHES: dict[str, int] = {}
-
-
-def _hash(key: str) -> int:
-    h = _HASHES.get(key)
-    if h is None:
-        if len(_HASHES) > 100_000:
-            _HASHES.clear()
-        h = _HASHES[key] = hash_map_hash(key)
-    return h
-
-
 class _QuickSet:
     """A ``HashSet`` as its keys' insertion sequence and its table length: iterated by bin, then insertion (what
     :class:`JavaHashMap` gives while no bin holds 8 keys; raises :class:`_Crowded` before one could)."""
@@ -83,7 +71,7 @@ class _QuickSet:
             return
         if not self._table:
             self._table = 16
-        b = _hash(key) & (self._table - 1)
+        b = hash_map_hash(key) & (self._table - 1)
         count = self._bins.get(b, 0)
         if count >= 7:
             raise _Crowded
@@ -94,12 +82,12 @@ class _QuickSet:
             self._table *= 2
             self._bins = {}
             for k in self._seq:
-                nb = _hash(k) & (self._table - 1)
+                nb = hash_map_hash(k) & (self._table - 1)
                 self._bins[nb] = self._bins.get(nb, 0) + 1
 
     def remove(self, key: str, movable: bool = True) -> None:
         if self._seq.pop(key, None) is not None:
-            b = _hash(key) & (self._table - 1)
+            b = hash_map_hash(key) & (self._table - 1)
             self._bins[b] -= 1
 
     def clear(self) -> None:
@@ -108,7 +96,7 @@ class _QuickSet:
 
     def keys(self) -> list[str]:
         mask = self._table - 1
-        return sorted(self._seq, key=lambda k: (_hash(k) & mask, self._seq[k]))
+        return sorted(self._seq, key=lambda k: (hash_map_hash(k) & mask, self._seq[k]))
 
 
 class _Sets:
@@ -182,14 +170,16 @@ def _select_steps(
 
 @lru_cache(maxsize=1024)
 def _policies_check_tables(tables: Tables, fill: PolicyFill) -> Tables:
-    for quick in (True, False):
-        try:
-            sets = _Sets(tables, quick)
-            sets.apply_namespace_policies(fill)
-            return sets.tables
-        except _Crowded:
-            continue
-    raise AssertionError("unreachable: the exact model never raises _Crowded")
+    """The tables after ``shouldNamespacePoliciesUnload``'s fill (the quick model unless a bin crowds)."""
+    try:
+        return _policy_fill_steps(_Sets(tables, quick=True), fill)
+    except _Crowded:
+        return _policy_fill_steps(_Sets(tables), fill)
+
+
+def _policy_fill_steps(sets: _Sets, fill: PolicyFill) -> Tables:
+    sets.apply_namespace_policies(fill)
+    return sets.tables
 
 
 class BrokerCandidateCache:
