@@ -24,6 +24,7 @@ from lbreplay.kernel.load_data import (
 )
 from lbreplay.kernel.preallocated_bundle_data import preallocation_sums
 from lbreplay.kernel.resource_usage import overload_check_usage
+from lbreplay.kernel.strategy import draw_best_broker
 
 
 def preallocated_long_term_rate(ld: LoadData) -> np.ndarray:
@@ -138,16 +139,7 @@ def least_score_rows(candidates: np.ndarray, scores: np.ndarray) -> np.ndarray:
 
 def pick_least(candidates: np.ndarray, scores: np.ndarray, rng: np.random.Generator) -> int:
     """:func:`least_score_rows`, then a uniform pick (drawn only when several tie). -1 for no candidates."""
-    return _uniform_pick(least_score_rows(candidates, scores), rng)
-
-
-def _uniform_pick(best: np.ndarray, rng: np.random.Generator) -> int:
-    """``bestBrokers.get(ThreadLocalRandom.current().nextInt(size))``, drawn only when several tie; -1 for none.
-    The seeded draw is over the rows in ascending order, whatever order the candidates came in (Pulsar's draw is
-    random: the candidate set's order does not decide it)."""
-    if best.size <= 1:
-        return int(best[0]) if best.size else -1
-    return int(np.sort(best)[rng.integers(best.size)])
+    return draw_best_broker(least_score_rows(candidates, scores), rng)
 
 
 class LeastLongTermMessageRate:
@@ -170,7 +162,7 @@ class LeastLongTermMessageRate:
             return pick_least(cand, self.last_scores, rng)
         scorer = _scorer(ld, conf)
         self.last_scores = scorer.scores
-        return _uniform_pick(scorer.least(cand), rng)
+        return draw_best_broker(scorer.least(cand), rng)
 
     def on_active_brokers_change(self, active: set[str]) -> None:
         """No per-broker state to prune."""

@@ -18,6 +18,7 @@ import numpy as np
 from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.load_data import LoadData, cached
 from lbreplay.kernel.resource_usage import weighted_max_usage
+from lbreplay.kernel.strategy import draw_best_broker
 from lbreplay.kernel.version_profile import profile_for
 
 MAX_RESOURCE_USAGE = 1.0  # LeastResourceUsageWithWeight.MAX_RESOURCE_USAGE (getOrDefault for unknown brokers)
@@ -67,9 +68,7 @@ class LeastResourceUsageWithWeight:
         best = rows[ema + diff <= avg]
         if best.size == 0:  # "Assign randomly as all brokers are overloaded"
             best = rows
-        if best.size == 1:
-            return int(best[0])
-        return int(np.sort(best)[rng.integers(best.size)])  # the seeded draw over ascending rows
+        return draw_best_broker(best, rng)
 
     def on_active_brokers_change(self, active: set[str]) -> None:
         """Prune the EWMA of brokers no longer active ([M] ``onActiveBrokersChange``)."""

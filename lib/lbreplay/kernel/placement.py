@@ -369,18 +369,16 @@ class Selection:
             if self.prefer_later:
                 rows = broker_version_filter(ld, _mask(rows, len(br)), self.conf).nonzero()[0]
         except BrokerFilterError:  # "restore the list of brokers to the full set"
-            return _Candidates(self._policy_of(ns)[1], within, rows, True)
-        if rows.size:
-            return _Candidates(rows, within, rows, False)
-        return _Candidates(self._policy_of(ns)[1], within, rows, True)
+            return _Candidates(within, rows, True)
+        return _Candidates(within, rows, not rows.size)
 
 
 class _Candidates(NamedTuple):
-    """``selectBroker``'s candidates before the strategy: ``rows`` (ascending), those within the topic limit
-    (``fit``: the topic-count filter's copy), what the filters ``kept`` (the rows before a restore), and whether
-    the policy set was ``restored`` (a filter threw, or none was left)."""
+    """``selectBroker``'s candidates before the strategy, as ``BrokerCandidateCache.select_order`` replays them:
+    those within the topic limit (``fit``: the topic-count filter's copy), what the filters ``kept``, and whether
+    the policy set was ``restored`` (a filter threw, or none was left). The set itself, in its order, is
+    :meth:`Selection._in_set_order`."""
 
-    rows: np.ndarray
     fit: np.ndarray
     kept: np.ndarray
     restored: bool

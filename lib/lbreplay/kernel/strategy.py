@@ -49,6 +49,15 @@ class LoadSheddingStrategy(Protocol):
     def set_state(self, state: dict[str, Any]) -> None: ...
 
 
+def draw_best_broker(best: np.ndarray, rng: np.random.Generator) -> int:
+    """``bestBrokers.get(ThreadLocalRandom.current().nextInt(size))`` of the placement strategies, drawn only when
+    several are best; -1 for none. The seeded draw is over the rows in ascending order, whatever order the
+    candidates came in (Pulsar's draw is random: the candidate set's order does not decide it)."""
+    if best.size <= 1:
+        return int(best[0]) if best.size else -1
+    return int(np.sort(best)[rng.integers(best.size)])
+
+
 class ModularLoadManagerStrategy(Protocol):
     def select_broker(
         self, candidates: np.ndarray, bundle: str, ld: LoadData, conf: PulsarConfig, rng: np.random.Generator
