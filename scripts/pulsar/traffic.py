@@ -31,6 +31,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -195,7 +196,8 @@ def owners_hot(admin: str, topics: list[str], rate: float) -> list[tuple[HotGrou
         st, txt = http("GET", f"{admin}/lookup/v2/topic/{t.replace('://', '/')}")
         assert st == 200, (t, st, txt)
         owners[t] = json.loads(txt)["brokerUrl"]
-    broker = min(set(owners.values()), key=lambda b: (-list(owners.values()).count(b), b))
+    counts = Counter(owners.values())
+    broker = min(counts, key=lambda b: (-counts[b], b))
     hot = [t for t in topics if owners[t] == broker]
     print(f"traffic: --hot-owner: {broker} owns {len(hot)} of {len(topics)} topics", flush=True)
     return [(HotGroup(-1, len(hot), rate, 0.0, float("inf")), hot)]
