@@ -139,7 +139,7 @@ def test_minimal_request_answers_under_two_seconds() -> None:
         assert proc.returncode == 0, proc.stderr
     assert min(elapsed) < 2.0
     resp = json.loads(proc.stdout)
-    assert set(resp) == {"unload", "split", "assign", "lookup", "skip", "stats", "strategyState"}
+    assert set(resp) == {"unload", "split", "assign", "lookup", "kept", "skip", "stats", "strategyState"}
     assert resp["unload"] == [] and resp["split"] == [] and resp["assign"] == [] and resp["lookup"] == []
     assert resp["skip"] == "NoBrokers"  # doLoadShedding: "Only 1 broker available"
 
