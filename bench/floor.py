@@ -486,7 +486,8 @@ def load_avg() -> list[float]:
 
 
 def kernel_decisions(res: Any) -> list[Decision]:
-    return [(d.tick, d.action, d.bundle, d.source_broker, d.target_broker) for d in res.decisions]
+    """The kernel's decisions but KEEP (a planned bundle its placement kept on the owner: no move, not modelled)."""
+    return [(d.tick, d.action, d.bundle, d.source_broker, d.target_broker) for d in res.decisions if d.action != "KEEP"]
 
 
 def compare(meta: Any, pulsar: dict[str, Any], replay: dict[str, Any], ticks: Iterator[Any],

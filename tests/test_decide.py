@@ -139,7 +139,7 @@ def test_minimal_request_answers_under_two_seconds() -> None:
         assert proc.returncode == 0, proc.stderr
     assert min(elapsed) < 2.0
     resp = json.loads(proc.stdout)
-    assert set(resp) == {"unload", "split", "assign", "lookup", "skip", "stats", "strategyState"}
+    assert set(resp) == {"unload", "split", "assign", "lookup", "kept", "skip", "stats", "strategyState"}
     assert resp["unload"] == [] and resp["split"] == [] and resp["assign"] == [] and resp["lookup"] == []
     assert resp["skip"] == "NoBrokers"  # doLoadShedding: "Only 1 broker available"
 
@@ -635,3 +635,27 @@ def test_missing_request_file_is_a_usage_error(tmp_path: Path) -> None:
                           text=True, timeout=60)
     assert proc.returncode == 2
     assert "--request" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_destination_drawn_at_random_says_so_and_the_owner_drawn_is_kept() -> None:
+    """Every broker above 85 %: ``LeastLongTermMessageRate.getScore`` gives each +inf, so ``selectBroker`` draws
+    (``ThreadLocalRandom``) among all three. Each unload and assignment so drawn names the brokers in
+    ``drawnAmong``; a bundle OverloadShedder planned whose draw hit its owner is in ``kept`` (doLoadShedding's "The
+    destination broker … is the same as the current owner broker": no unload). A single best broker: no
+    ``drawnAmong``."""
+    every = ["b1:8080", "b2:8080", "b3:8080"]
+    req = cluster((95, 95, 95), loadBalancerLoadSheddingStrategy="OverloadShedder")
+    req["actions"] = ["shed", {"assign": ["t/other/0x00000000_0x40000000"]}]
+    unloads, kept = [], []
+    for seed in range(8):
+        resp = decide(req, "--seed", str(seed))
+        unloads += resp["unload"]
+        kept += resp["kept"]
+        assert len(resp["unload"]) + len(resp["kept"]) == 1  # b1's bundle (b2 and b3 own one bundle each)
+        assert resp["assign"][0]["drawnAmong"] == every
+    assert unloads and kept
+    assert all(u["drawnAmong"] == every and u["destination"] != u["broker"] for u in unloads)
+    assert all(set(k) == {"broker", "bundle", "drawnAmong"} and k["drawnAmong"] == every for k in kept)
+    one = cluster()
+    one["actions"] = [{"assign": ["t/other/0x00000000_0x40000000"]}]
+    assert decide(one)["assign"] == [{"bundle": "t/other/0x00000000_0x40000000", "broker": "b3:8080"}]

@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from lbreplay.decide_json import (
+    drawn_entry,
     hex_boundary,
     parse_actions,
     parse_namespaces,
@@ -169,6 +170,7 @@ class Response:
     split: list[dict[str, Any]] = field(default_factory=list)
     assign: list[dict[str, Any]] = field(default_factory=list)
     lookup: list[dict[str, Any]] = field(default_factory=list)
+    kept: list[dict[str, Any]] = field(default_factory=list)
     skip: str | None = None
     stats: dict[str, Any] = field(default_factory=dict)
     strategyState: dict[str, Any] = field(default_factory=dict)
@@ -176,7 +178,7 @@ class Response:
     def to_json(self) -> dict[str, Any]:
         return {
             "unload": self.unload, "split": self.split, "assign": self.assign, "lookup": self.lookup,
-            "skip": self.skip, "stats": self.stats, "strategyState": self.strategyState,
+            "kept": self.kept, "skip": self.skip, "stats": self.stats, "strategyState": self.strategyState,
         }
 
 
@@ -339,8 +341,10 @@ class DecideRequest:
         """``doLoadShedding`` (modular) or ``UnloadScheduler.execute`` (extensible)."""
         shedding = self.load_manager.shed(self.view, self.now)
         for u in shedding.unloads:
-            resp.unload.append({"broker": u.broker, "bundle": u.bundle, "destination": u.destination,
-                                "reason": u.reason})
+            resp.unload.append(drawn_entry({"broker": u.broker, "bundle": u.bundle, "destination": u.destination,
+                                            "reason": u.reason}, u.drawn_among))
+        for k in shedding.kept:  # "The destination broker ... is the same as the current owner broker"
+            resp.kept.append(drawn_entry({"broker": k.broker, "bundle": k.bundle}, k.drawn_among))
         resp.stats.update(shedding.stats)
         resp.skip = shedding.skip
 
@@ -458,8 +462,9 @@ class DecideRequest:
         """``selectBrokerForAssignment`` (modular) or ``ExtensibleLoadManagerImpl.assign`` (extensible: the
         channel's owner, or this call's earlier choice, first)."""
         placed = self.load_manager.assign(bundles, self.view)
+        draws = getattr(self.load_manager, "assign_draws", {})  # the modular placement's random draws
         for bundle, broker in placed:
-            resp.assign.append({"bundle": bundle, "broker": broker})
+            resp.assign.append(drawn_entry({"bundle": bundle, "broker": broker}, draws.get(bundle)))
 
     def lookup(self, path: str, topics: list[str], resp: Response) -> None:
         """Topic -> bundle: ``NamespaceBundles.findBundle(crc32(TopicName.toString()))`` over the namespace layout."""

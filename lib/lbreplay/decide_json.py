@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -161,3 +162,11 @@ def with_request_root(exc: LbReplayError) -> LbReplayError:
 
 def hex_boundary(x: int) -> str:
     return f"0x{int(x):08x}"
+
+
+def drawn_entry(entry: dict[str, Any], drawn_among: Sequence[str] | None) -> dict[str, Any]:
+    """A response entry with ``drawnAmong`` (the brokers Pulsar's placement drew its broker from at random,
+    ``ThreadLocalRandom``) when it was drawn; unchanged otherwise."""
+    if drawn_among is not None:
+        entry["drawnAmong"] = list(drawn_among)
+    return entry

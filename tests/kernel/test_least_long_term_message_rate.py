@@ -80,3 +80,18 @@ def test_pre_pip358_uses_max_resource_usage_not_weights() -> None:
     ld = World(brokers={"a": Br(usage=95.0, long_rate_in=1), "b": Br(long_rate_in=2)}).build()
     assert _select(ld, "a", "b", c=conf(pulsarVersion="3.x", loadBalancerCPUResourceWeight=0.0)) == "b"
     assert _select(ld, "a", "b", c=conf(loadBalancerCPUResourceWeight=0.0)) == "a"
+
+
+def test_a_tie_records_the_set_drawn_from_and_a_single_best_none() -> None:
+    """``LeastLongTermMessageRate.selectBroker``: ``bestBrokers.get(ThreadLocalRandom.current().nextInt(size))``
+    draws only when several brokers share the least score; the strategy keeps the rows it drew among (ascending),
+    and None when one broker is best (no draw, nothing consumed from the generator)."""
+    ld = World(brokers={"a": Br(long_rate_in=5), "b": Br(long_rate_in=6), "c": Br(long_rate_in=5)}).build()
+    s = LeastLongTermMessageRate()
+    rng = np.random.default_rng(7)
+    row = s.select_broker(rows(ld, "c", "b", "a"), "t/n/0x00000000_0xffffffff", ld, conf(), rng)
+    assert s.drawn is not None and [ld.brokers.ids[r] for r in s.drawn] == ["a", "c"]
+    assert ld.brokers.ids[row] in {"a", "c"}
+    before = rng.bit_generator.state
+    row = s.select_broker(rows(ld, "a", "b"), "t/n/0x00000000_0xffffffff", ld, conf(), rng)
+    assert (ld.brokers.ids[row], s.drawn) == ("a", None) and rng.bit_generator.state == before

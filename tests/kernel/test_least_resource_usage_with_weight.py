@@ -113,3 +113,21 @@ def test_state_roundtrip_prune_and_empty() -> None:
     assert s.get_state() == {"brokerAvgResourceUsageWithWeight": {"b": 0.25}}
     ld = _world({"a": 1}).build()
     assert s.select_broker(np.array([], dtype=np.int64), "t/n/x", ld, conf(), np.random.default_rng(0)) == -1
+
+
+def test_the_all_overloaded_fallback_records_every_candidate_and_a_best_set_its_rows() -> None:
+    """``LeastResourceUsageWithWeight.selectBroker``: no broker 5 % below the candidates' average -> "Assign randomly
+    as all brokers are overloaded": the draw is among every candidate, and the strategy records them all; a best
+    set of two records those two; a single best broker records none."""
+    c = _test_conf()
+    ld = _world({"1": 30, "2": 30, "3": 30}).build()
+    s = LeastResourceUsageWithWeight()
+    s.select_broker(rows(ld, "3", "1", "2"), "t/n/0x00000000_0xffffffff", ld, c, np.random.default_rng(0))
+    assert [ld.brokers.ids[r] for r in s.drawn] == ["1", "2", "3"]
+    s = LeastResourceUsageWithWeight()
+    ld = _world({"1": 10, "2": 10, "3": 60}).build()
+    assert _pick(s, ld, ("1", "2", "3"), c) in {"1", "2"}
+    assert [ld.brokers.ids[r] for r in s.drawn] == ["1", "2"]
+    s = LeastResourceUsageWithWeight()
+    ld = _world({"1": 10, "2": 50, "3": 60}).build()
+    assert (_pick(s, ld, ("1", "2", "3"), c), s.drawn) == ("1", None)

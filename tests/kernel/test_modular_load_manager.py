@@ -296,3 +296,31 @@ def test_avg_shedder_plan_is_honoured_and_kept() -> None:
     assert [(u.broker, u.bundle, u.destination) for u in out] == [("source:8080", bundle, "dest:8080")]
     assert ld.recently_unloaded_bundles == {bundle: NOW}
     assert shed.get_state().get("pendingTargets") == {bundle: "dest:8080"}
+
+
+def test_a_destination_drawn_among_ties_is_carried_and_the_owner_drawn_is_kept() -> None:
+    """``doLoadShedding`` with ``LeastLongTermMessageRate``: every broker above the overload threshold scores +inf,
+    so ``selectBroker`` draws among all three (and again in the overload re-check, whose draw is the one kept). An
+    issued unload carries the set; a bundle whose draw hit its owner is not unloaded ("The destination broker … is
+    the same as the current owner broker") and is recorded as kept, with the set. A single best broker: no draw."""
+    from lbreplay.kernel.strategy import Kept
+
+    every = ("a:8080", "b:8080", "c:8080")
+    world = World(brokers={b: Br(usage=95) for b in every},
+                  bundles={f"t/n{i}/{FULL}": Bu(owner="a:8080", long_rate=(1, 1)) for i in range(6)})
+    plan = [("a:8080", f"t/n{i}/{FULL}") for i in range(6)]
+    ld = world.build()
+    kept: list[Kept] = []
+    out = do_load_shedding(ld, conf(loadBalancerDistributeBundlesEvenlyEnabled=False), FakeShedder(plan),
+                           LeastLongTermMessageRate(), LeaderState.from_load_data(ld), NamespacePolicies(),
+                           np.random.default_rng(1), NOW, kept=kept)
+    assert out and kept and len(out) + len(kept) == 6
+    assert all(u.drawn_among == every and u.destination in every[1:] for u in out)
+    assert all(k == Kept("a:8080", k.bundle, every) for k in kept)
+    assert {u.bundle for u in out} | {k.bundle for k in kept} == {b for _, b in plan}
+    assert set(ld.recently_unloaded_bundles) == {u.bundle for u in out}
+    ld = _world().build()
+    kept = []
+    out = do_load_shedding(ld, conf(), FakeShedder([("a:8080", f"t/n1/{FULL}")]), LeastLongTermMessageRate(),
+                           LeaderState.from_load_data(ld), NamespacePolicies(), np.random.default_rng(0), NOW, kept=kept)
+    assert [(u.destination, u.drawn_among) for u in out] == [("b:8080", None)] and kept == []

@@ -44,3 +44,28 @@ def _drop_registration(spark: Any, name: str) -> None:
     from lbreplay.lake.tables import DATABASE
 
     spark.sql(f"DROP TABLE IF EXISTS {DATABASE}.{name}")  # an external table: its files stay
+
+
+@pytest.mark.spark
+def test_decisions_made_before_drawn_among_gain_it_and_keep_their_rows(spark: Any, tmp_path: Path) -> None:
+    """``decisions`` gained ``drawn_among`` (the brokers Pulsar's placement drew a destination from at random) at
+    its end: a lake whose runs were written before gets the nullable column on the next run's write, its old rows
+    read with it null, and the new run's KEEP row carries its draw."""
+    from lbreplay.lake.tables import DECISIONS, replace_partitions, table_location
+
+    lake = str(tmp_path / "old-lake")
+    assert [c.name for c in DECISIONS.columns[-1:]] == ["drawn_among"]
+    before = dataclasses.replace(DECISIONS, columns=DECISIONS.columns[:-1])
+    schema = "run_id STRING, seq BIGINT, action STRING, bundle STRING"
+    with on_lake(spark, lake):
+        replace_partitions(spark, lake, before, spark.createDataFrame([("r1", 1, "UNLOAD", "t/n/a")], schema),
+                           "run_id = 'r1'")
+        _drop_registration(spark, DECISIONS.name)  # replace_partitions' ensure_table adds the column
+        new = spark.createDataFrame([("r2", 1, "KEEP", "t/n/b", ["b1:8080", "b2:8080"])],
+                                    schema + ", drawn_among ARRAY<STRING>")
+        replace_partitions(spark, lake, DECISIONS, new, "run_id = 'r2'")
+        got = spark.read.format("delta").load(table_location(lake, DECISIONS.name))
+        assert got.columns == [c.name for c in DECISIONS.columns]
+        rows = got.orderBy("run_id").collect()
+        assert [(r["run_id"], r["action"], r["drawn_among"]) for r in rows] == [
+            ("r1", "UNLOAD", None), ("r2", "KEEP", ["b1:8080", "b2:8080"])]

@@ -56,11 +56,12 @@ def hand_views(spark: Any) -> Any:
         ("bad", "c", "closed-loop", "{}", 0, {}, _ts(0), None, "failed", 0, "0", "{}"),
     ]
     d = lambda tick, seq, action, bundle, src, dst, details=None, run="ok-1": (  # noqa: E731
-        run, "c", tick, _ts(tick), seq, action, bundle, src, dst, None, "S", f"why {seq}", details or {})
+        run, "c", tick, _ts(tick), seq, action, bundle, src, dst, None, "S", f"why {seq}", details or {}, None)
     decisions = [
         d(1, 1, "UNLOAD", "t/n/b1", "A", "B", {"bundleLoad": 5.0}),
         d(2, 2, "UNLOAD", "t/n/b2", "A", None, {"bundleLoad": 7.0}),
         d(2, 3, "SPLIT", "t/n/b3", "B", "B"),
+        d(2, 7, "KEEP", "t/n/b5", "A", "A"),  # a planned bundle the placement kept on its owner: no move
         d(3, 4, "ASSIGN", "t/n/b2", None, "C"),
         d(3, 5, "ASSIGN", "t/n/b4", None, "C"),
         d(4, 6, "TRANSFER", "t/n/b1", "B", "A", {"bundleLoad": 6.0}),
@@ -99,7 +100,7 @@ def test_view_tables_are_what_the_views_read() -> None:
 
 
 def test_moves_resolves_targets_and_skips_failed_runs(spark: Any, hand_views: list[str]) -> None:
-    """moves: UNLOAD/TRANSFER only (no SPLIT/ASSIGN), nothing of the failed run; the unload without destination
+    """moves: UNLOAD/TRANSFER only (no SPLIT/ASSIGN/KEEP), nothing of the failed run; the unload without destination
     (seq 2) takes the target of the ASSIGN that follows it (seq 4, minute 3); bundle load from details and the
     observed bundle_load row (10+20 msg/s, 100+200 B/s) where one exists."""
     rows = spark.sql(f"SELECT * FROM {TEST_DB}.moves ORDER BY run_id, seq").collect()

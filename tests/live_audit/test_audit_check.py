@@ -176,6 +176,51 @@ def test_an_unload_the_leaders_placement_kept_on_its_owner_is_a_destination_diff
                                                                           "ticks": 1, "stale_claims_dropped": 0,
                                                                           "validation_passed": True}}
     assert verdict(report, 0.95) == []
-    assert destinations(report) == {"compared": 3, "same": 1, "owner_kept": 1}
+    assert destinations(report) == {"compared": 3, "same": 1, "owner_kept": 1, "audit_kept": 0, "drawn": 0}
     text = render(report)
     assert "DESTINATIONS: 1 of 3 unloads" in text and "leader's view (at each run)" in text
+
+
+def test_a_destination_drawn_at_random_counts_as_drawn_in_the_report() -> None:
+    """The what-if run B-2's 11:29 run (UniformLoadShedder + LeastResourceUsageWithWeight, every broker above the
+    average: "Assign randomly as all brokers are overloaded"): the leader's draw kept 0xb0000000_0xc0000000 on 18083
+    (its WARN "the same as the current owner"), the audit's drew 18081 among all three brokers. That audit-only
+    unload is drawn, not unexplained; a matched unload whose leader destination is in the audit's drawn set and a
+    leader-only unload the audit kept by a draw holding the leader's destination count as drawn: the verdict uses
+    the agreement counting draws, and render prints both figures."""
+    from lbreplay.collect.leader_log import Decision
+    from lbreplay.live_audit.audit_check import destinations, difference_facts, matched_rows, render, verdict
+    from lbreplay.live_audit.comparison import AuditDecision, compare
+
+    b1, b3, b4 = "127.0.0.1:18081", "127.0.0.1:18083", "127.0.0.1:18084"
+    every = (b1, b3, b4)
+    t = 1_795_864_140_000  # 2026-11-28T11:29:00Z
+    kept_line = (t + 900, "lb/hot/0xb0000000_0xc0000000", b3)
+    leader = [Decision(t + 800, "UNLOAD", "lb/hot/0x00000000_0x10000000", b3, b4),
+              Decision(t + 850, "UNLOAD", "lb/hot/0x10000000_0x20000000", b3, b1),
+              Decision(t + 860, "UNLOAD", "lb/hot/0x20000000_0x30000000", b3, b4)]
+    audit = [AuditDecision(t, "UNLOAD", "lb/hot/0x00000000_0x10000000", b3, b1, drawn_among=every),
+             AuditDecision(t, "KEEP", "lb/hot/0x10000000_0x20000000", b3, b3, drawn_among=every),
+             AuditDecision(t, "KEEP", "lb/hot/0x20000000_0x30000000", b3, b3),  # no draw: a real difference
+             AuditDecision(t, "UNLOAD", "lb/hot/0xb0000000_0xc0000000", b3, b1, drawn_among=every)]
+    cmp = compare(leader, audit)
+    assert len(cmp.matched) == 1 and [d.bundle for d in cmp.leader_only] == [leader[1].bundle, leader[2].bundle]
+    assert [d.bundle for d, _ in cmp.leader_drawn] == [leader[1].bundle]
+    assert len(cmp.audit_kept) == 2 and [a.bundle for a in cmp.audit_drawn] == ["lb/hot/0xb0000000_0xc0000000"]
+    assert (cmp.agreement, cmp.agreement_with_draws) == (1 / 3, 2 / 3)
+    facts = [f for f, _ in difference_facts(cmp, [kept_line], [])]
+    assert [f.get("destination_drawn", False) for f in facts] == [True, False, True]
+    assert "the leader logged \"the same as the current owner\"" in facts[2]["cause"]
+    assert facts[1]["cause"].startswith("destination: the audit shed it") and "no move" in facts[1]["cause"]
+    matched = matched_rows(cmp)
+    assert matched[0]["destination_drawn"] and matched[0]["audit_drawn_among"] == list(every)
+    report = {"result": "compared", "agreement": round(cmp.agreement, 4), "shedding_runs": {}, "differences": facts,
+              "matched_decisions": matched, "matched": 1, "drawn": len(cmp.leader_drawn),
+              "agreement_with_draws": round(cmp.agreement_with_draws, 4), "leader_decisions": 3, "leader_unloads": 3,
+              "leader_splits": 0, "run_id": "r", "audited_cluster": "c", "audited_ticks": [], "audit_decisions": 2,
+              "audit_unloads": 2, "audit_splits": 0, "summary": cmp.summary()}
+    assert destinations(report) == {"compared": 4, "same": 0, "owner_kept": 1, "audit_kept": 2, "drawn": 3}
+    assert verdict(report, 0.6) == [] and verdict(report, 0.95) == ["agreement 67% < 95%"]
+    text = render(report)
+    assert "AGREEMENT COUNTING DRAWS: 67% (1 matched + 1 drawn at random; 33% matched only)" in text
+    assert "DESTINATIONS: 0 of 4 unloads to the leader's destination, 3 counting 3 drawn at random" in text

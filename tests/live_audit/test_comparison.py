@@ -39,3 +39,35 @@ def test_a_split_check_across_a_minutes_end_is_one_tick() -> None:
     assert len(cmp.matched) == 3 and not cmp.leader_only and not cmp.audit_only
     late = [Decision(t + 60_000, d.action, d.bundle, d.source) for d in leader]
     assert compare(leader, late).matched == []
+
+
+def test_a_destination_pulsar_drew_at_random_is_no_difference() -> None:
+    """``LeastResourceUsageWithWeight.selectBroker`` draws with ``ThreadLocalRandom`` among its best brokers (every
+    candidate when all are overloaded): a matched unload whose leader destination is in the audit's drawn set is a
+    destination drawn; a leader-only unload the audit kept on the owner (KEEP, same bundle, source and run) by a draw
+    holding the leader's destination is drawn; an audit-only unload drawn among brokers holding its own source is
+    drawn. A KEEP of another source or another run, a draw without the leader's destination, or an audit unload
+    without a draw counts nothing."""
+    from lbreplay.live_audit.comparison import AuditDecision, destination_drawn
+
+    a, b, c = "127.0.0.1:18081", "127.0.0.1:18082", "127.0.0.1:18083"
+    t = 1_795_864_140_000
+    x, y, z, w = (f"lb/hot/0x{i}0000000_0x{i + 1}0000000" for i in range(4))
+    leader = [Decision(t + 500, "UNLOAD", x, c, a), Decision(t + 600, "UNLOAD", y, c, b),
+              Decision(t + 700, "UNLOAD", z, c, b), Decision(t + 800, "UNLOAD", w, c, a)]
+    audit = [AuditDecision(t, "UNLOAD", x, c, b, drawn_among=(a, b, c)),  # matched, destination drawn
+             AuditDecision(t, "KEEP", y, c, c, drawn_among=(b, c)),  # leader-only y: drawn
+             AuditDecision(t, "KEEP", z, c, c, drawn_among=(a, c)),  # leader-only z: the draw lacks b
+             AuditDecision(t - 60_000, "KEEP", w, c, c, drawn_among=(a, c)),  # w: another run
+             AuditDecision(t, "UNLOAD", "lb/hot/0xe0000000_0xf0000000", b, a, drawn_among=(a, b)),  # drawn
+             AuditDecision(t, "UNLOAD", "lb/hot/0xf0000000_0xffffffff", b, a)]  # no draw
+    cmp = compare(leader, audit)
+    (ld, au), = cmp.matched
+    assert destination_drawn(ld, au) and not destination_drawn(ld, AuditDecision(t, "UNLOAD", x, c, b))
+    assert [d.bundle for d in cmp.leader_only] == [y, z, w]
+    assert [(d.bundle, k.action) for d, k in cmp.audit_kept] == [(y, "KEEP"), (z, "KEEP")]
+    assert [d.bundle for d, _ in cmp.leader_drawn] == [y]
+    assert [d.bundle for d in cmp.audit_drawn] == ["lb/hot/0xe0000000_0xf0000000"]
+    assert sorted(d.bundle for d in cmp.audit_only) == ["lb/hot/0xe0000000_0xf0000000", "lb/hot/0xf0000000_0xffffffff"]
+    assert (cmp.agreement, cmp.agreement_with_draws) == (1 / 4, 2 / 4)
+    assert "1 more drawn at random (50 % counting draws)" in cmp.summary()

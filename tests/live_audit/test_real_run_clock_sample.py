@@ -22,7 +22,7 @@ def test_the_engine_on_the_timer_makes_the_leaders_ten_decisions() -> None:
 
     _, decisions = replay_on_the_timer(SAMPLE, ["lb/hot"])
     leader = [d for d in leader_decisions(SAMPLE) if d.action in ("SPLIT", "UNLOAD")]
-    assert sorted((d.action, d.bundle, d.source_broker, d.ts_ms // 60_000) for d in decisions) == sorted(
+    assert sorted((d.action, d.bundle, d.source_broker, d.ts_ms // 60_000) for d in decisions if d.action != "KEEP") == sorted(
         (d.action, d.bundle, d.source, d.at_ms // 60_000) for d in leader)
     back = [(d.source_broker, d.target_broker) for d in decisions if d.action == "UNLOAD" and d.bundle == BACK]
     assert back == [("127.0.0.1:18081", "127.0.0.1:18083"), ("127.0.0.1:18083", "127.0.0.1:18081")]

@@ -56,7 +56,7 @@ def test_engine_on_the_timer_makes_the_leaders_decisions() -> None:
     ticks, decisions = replay_on_the_timer(SAMPLE, ["lb/hot"])
     assert sum(1 for t in ticks if t.timer_minute) >= 8
     leader = [d for d in leader_decisions(SAMPLE) if d.action in ("SPLIT", "UNLOAD")]
-    assert sorted((d.action, d.bundle, d.source_broker, d.ts_ms // 60_000) for d in decisions) == sorted(
+    assert sorted((d.action, d.bundle, d.source_broker, d.ts_ms // 60_000) for d in decisions if d.action != "KEEP") == sorted(
         (d.action, d.bundle, d.source, d.at_ms // 60_000) for d in leader)
     assert [d.action for d in leader].count("UNLOAD") == 3 and len(leader) == 9
     runs = shedding_runs((SAMPLE / "leader-decisions.log").read_text(encoding="utf-8").splitlines())

@@ -64,6 +64,40 @@ def test_the_audit_makes_the_leaders_decisions(run: str) -> None:
     assert sum((_unload_targets(leader, True) & _unload_targets(decided, False)).values()) >= n_dest
 
 
+# run -> (the leader's decisions, matched by audit_check's comparison (same action, bundle, source, run), matched or
+# drawn: a leader-only unload the audit kept on the owner by a draw holding the leader's destination), and
+# (destinations compared, the same, drawn at random among brokers holding the leader's choice): the leader's
+# LeastResourceUsageWithWeight (B) draws among every candidate when all are above the average ("Assign randomly as
+# all brokers are overloaded"); and (the audit-only unloads, those drawn among brokers holding their owner). B-1's 2
+# remaining and B-2's 1 are UniformLoadShedder picking another bundle of the same broker (each with its audit-only
+# twin), no placement; A-1's one is its decision after the recording's last report tick (not audited).
+WITH_DRAWS: dict[str, tuple[tuple[int, int, int], tuple[int, int, int], tuple[int, int]]] = {
+    "A-1": ((19, 18, 18), (6, 6, 0), (0, 0)),
+    "A-2": ((15, 15, 15), (5, 5, 0), (0, 0)),
+    "B-1": ((55, 53, 53), (43, 39, 4), (2, 0)),
+    "B-2": ((28, 25, 27), (19, 14, 5), (4, 2)),
+}
+
+
+@pytest.mark.parametrize("run", sorted(WITH_DRAWS))
+def test_counting_the_draws_of_pulsars_placement(run: str) -> None:
+    """``audit_check``'s comparison of the engine's decisions (with their ``drawn_among`` and KEEP rows) and the
+    leader's log: the decisions and destinations matched, and those counting Pulsar's random draws
+    (``ThreadLocalRandom`` in ``LeastResourceUsageWithWeight.selectBroker``) as no difference. B-2's 11:29 run:
+    UniformLoadShedder planned 5 bundles of 18083; the leader's draw kept two on 18083 ("the same as the current
+    owner"), the audit's drew 18081 among all three; at 11:33 the reverse (the audit drew the owner)."""
+    from tests.live_audit.timer_replay import counted_with_draws, replay_on_the_timer
+
+    _, decided = replay_on_the_timer(WHATIF / run, ["lb/hot"])
+    got = counted_with_draws(WHATIF / run, decided)
+    dest = got["destinations"]
+    assert ((got["leader"], got["matched"], got["matched"] + got["drawn"]),
+            (dest["compared"], dest["same"], dest["drawn"]), (got["audit_only"], got["audit_drawn"])) == WITH_DRAWS[run]
+    if run.startswith("B"):  # >= 95 % of the leader's decisions and every destination, counting draws
+        assert got["matched"] + got["drawn"] >= 0.95 * got["leader"]
+        assert dest["same"] + dest["drawn"] == dest["compared"]
+
+
 @pytest.mark.parametrize("run", sorted(RUNS))
 def test_the_recording_holds_the_schedules_events(run: str) -> None:
     """broker-4 (127.0.0.1:18084) joined: its first report is written after the others'; the SIGKILLed broker's

@@ -66,3 +66,29 @@ def decision_keys(decisions: list, leader: bool = False) -> list[tuple]:
                       if d.action in ("SPLIT", "UNLOAD"))
     return sorted((d.action, d.bundle, d.source_broker, d.ts_ms // 60_000) for d in decisions
                   if d.action in ("SPLIT", "UNLOAD"))
+
+
+def audit_decisions_of(decided: list) -> list:
+    """The engine's decisions as ``audit_check.audit_decisions`` reads them from the ``decisions`` table: UNLOAD
+    (TRANSFER), SPLIT and KEEP, each with the brokers its target was drawn from."""
+    from lbreplay.live_audit.comparison import AuditDecision
+
+    return [AuditDecision(d.ts_ms, "UNLOAD" if d.action == "TRANSFER" else d.action, d.bundle, d.source_broker,
+                          d.target_broker, d.strategy, d.reason,
+                          drawn_among=tuple(d.drawn_among) if d.drawn_among is not None else None)
+            for d in decided if d.action in ("UNLOAD", "TRANSFER", "SPLIT", "KEEP")]
+
+
+def counted_with_draws(sample: Path, decided: list) -> dict[str, Any]:
+    """``audit_check``'s figures for the engine's decisions against the leader's log (no Spark): the leader's
+    decisions, matched, drawn, and the destinations (``audit_check.destinations``), with the differences."""
+    from lbreplay.collect.leader_log import owner_kept
+    from lbreplay.live_audit.audit_check import destinations, difference_facts, leader_decisions, leader_log, matched_rows
+    from lbreplay.live_audit.comparison import compare
+
+    cmp = compare(leader_decisions(sample), audit_decisions_of(decided))
+    differences = [facts for facts, _ in difference_facts(cmp, owner_kept(leader_log(sample)), [])]
+    report = {"matched_decisions": matched_rows(cmp), "differences": differences}
+    return {"leader": len(cmp.matched) + len(cmp.leader_only), "matched": len(cmp.matched),
+            "drawn": len(cmp.leader_drawn), "audit_only": len(cmp.audit_only), "audit_drawn": len(cmp.audit_drawn),
+            "destinations": destinations(report), "differences": differences}

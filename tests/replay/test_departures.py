@@ -120,12 +120,15 @@ def test_the_audit_drops_the_dead_broker_at_its_departure(tmp_path: Path) -> Non
     assert all(not t.alive[row] for t in ticks if t.ts_ms >= gone)
     alive = sorted(set(BROKERS) - {KILLED})
     assert _first_run_after(replay, ticks, gone) == (alive, set(alive))
-    assert [d for d in decisions if d.ts_ms >= gone] == []
+    # selectBroker chose the owner 18083 (doLoadShedding: "the same as the current owner"): a KEEP, no unload
+    assert [(d.action, d.bundle, d.source_broker, d.drawn_among) for d in decisions if d.ts_ms >= gone] == [
+        ("KEEP", "lb/hot/0x70000000_0x74000000", "127.0.0.1:18083", None)]
     assert all(KILLED not in (d.source_broker, d.target_broker) for d in decisions if d.ts_ms >= gone)
     _, _, full = _audit(SAMPLE)
     before = [(d.action, d.bundle, d.source_broker, d.target_broker, d.ts_ms) for d in full if d.ts_ms < gone]
-    assert [(d.action, d.bundle, d.source_broker, d.target_broker, d.ts_ms) for d in decisions] == before
-    assert len(before) == 8  # the unmodified audit's 6 splits and 2 unloads before the kill
+    assert [(d.action, d.bundle, d.source_broker, d.target_broker, d.ts_ms) for d in decisions if d.ts_ms < gone] == before
+    # the unmodified audit's 6 splits and 2 unloads before the kill, and a planned bundle its placement kept
+    assert sorted(a for a, *_ in before) == ["KEEP"] + ["SPLIT"] * 6 + ["UNLOAD"] * 2
 
 
 def _tick(ts: int, alive: list[bool], last_update: list[int], listing: list[tuple[int, str]]) -> ObservedTick:

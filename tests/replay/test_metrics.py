@@ -39,6 +39,20 @@ def test_moves_ping_pong_and_over_placement() -> None:
     assert rows["unloads"] == 5.0 and rows["assigns"] == 1.0
 
 
+def test_a_kept_bundle_is_no_unload_and_no_move() -> None:
+    """A KEEP row (doLoadShedding's placement chose the owner, "the same as the current owner broker": no unload)
+    changes no KPI: the same figures with and without it."""
+    def run(with_keep: bool) -> dict[str, float]:
+        m = RunMetrics(grace_minutes=30)
+        keep = [_d(0, "KEEP", f"k{i}", "a:8080", "a:8080") for i in range(3)] if with_keep else []
+        m.add(_tick(0, [0.9, 0.2, 0.3], [_d(0, "UNLOAD", "x", "a:8080", "b:8080"), *keep]), IDS, {"x": 5.0, "k0": 7.0})
+        m.add(_tick(1, [0.9, 0.2, 0.3], []), IDS, {})
+        return dict(m.rows())
+
+    assert run(True) == run(False)
+    assert run(True)["unloads"] == 1.0 and run(True)["bundles_moved"] == 1.0
+
+
 def test_time_to_balance_after_a_broker_leaves() -> None:
     """Minutes from a join/leave until the std of weighted max usage is back to at most
     max(mean std of the 10 ticks before, 0.05)."""

@@ -49,7 +49,7 @@ from lbreplay.kernel.selection import (
     short_term_msg_rate,
     short_term_throughput,
 )
-from lbreplay.kernel.strategy import Unload
+from lbreplay.kernel.strategy import Unload, best_draw
 from lbreplay.kernel.version_profile import profile_for
 
 HIGH_REASON = "score difference above high threshold"
@@ -82,6 +82,7 @@ class AvgShedder(ShedderReport):
         self.hit_count_low: dict[str, int] = {}
         self.pending_targets: dict[str, str] = {}  # bundle name -> planned destination broker id
         self.score_map = JavaHashMap()  # brokerScoreMap: only its table size carries over between calls
+        self.drawn: np.ndarray | None = None  # the rows the last selectBroker drew among (ascending); None: no draw
 
     # --- shedding ---------------------------------------------------------------------------------
     def find_bundles_for_unloading(self, ld: LoadData, conf: PulsarConfig) -> list[Unload]:
@@ -231,6 +232,7 @@ class AvgShedder(ShedderReport):
     ) -> int:
         """``selectBroker``: the ``bundleBrokerMap`` entry if still a candidate, else a uniform pick, cached."""
         cand = np.sort(np.asarray(candidates, dtype=np.int64))
+        self.drawn = None
         target = self.pending_targets.get(bundle)
         if target is not None:
             row = ld.brokers.index(target)
@@ -238,7 +240,8 @@ class AvgShedder(ShedderReport):
                 return int(row)
         if cand.size == 0:
             return -1
-        row = int(cand[int(rng.integers(cand.size))])  # getExpectedBroker over sorted ids
+        # getExpectedBroker over sorted ids: crc32(new Random().nextInt()) % size, a random draw among them
+        row, self.drawn = best_draw(cand, rng)
         self.pending_targets[bundle] = ld.brokers.ids[row]  # bundleBrokerMap.put(bundleToAssign, broker)
         return row
 

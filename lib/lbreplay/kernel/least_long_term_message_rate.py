@@ -24,7 +24,7 @@ from lbreplay.kernel.load_data import (
 )
 from lbreplay.kernel.preallocated_bundle_data import preallocation_sums
 from lbreplay.kernel.resource_usage import overload_check_usage
-from lbreplay.kernel.strategy import draw_best_broker
+from lbreplay.kernel.strategy import best_draw, draw_best_broker
 
 
 def preallocated_long_term_rate(ld: LoadData) -> np.ndarray:
@@ -147,6 +147,7 @@ class LeastLongTermMessageRate:
 
     def __init__(self) -> None:
         self.last_scores: np.ndarray = np.zeros(0)  # getScore per broker row at the last call
+        self.drawn: np.ndarray | None = None  # the bestBrokers the last call drew among (ascending); None: no draw
 
     def select_broker(
         self, candidates: np.ndarray, bundle: str, ld: LoadData, conf: PulsarConfig, rng: np.random.Generator
@@ -159,10 +160,13 @@ class LeastLongTermMessageRate:
         cand = np.asarray(candidates, dtype=np.int64)
         if "_derived" not in ld.__dict__:
             self.last_scores = long_term_message_rate_scores(ld, conf)
-            return pick_least(cand, self.last_scores, rng)
-        scorer = _scorer(ld, conf)
-        self.last_scores = scorer.scores
-        return draw_best_broker(scorer.least(cand), rng)
+            best = least_score_rows(cand, self.last_scores)
+        else:
+            scorer = _scorer(ld, conf)
+            self.last_scores = scorer.scores
+            best = scorer.least(cand)
+        row, self.drawn = best_draw(best, rng)  # bestBrokers.get(ThreadLocalRandom...nextInt(size))
+        return row
 
     def on_active_brokers_change(self, active: set[str]) -> None:
         """No per-broker state to prune."""

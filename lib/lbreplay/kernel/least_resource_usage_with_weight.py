@@ -18,7 +18,7 @@ import numpy as np
 from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.load_data import LoadData, cached
 from lbreplay.kernel.resource_usage import weighted_max_usage
-from lbreplay.kernel.strategy import draw_best_broker
+from lbreplay.kernel.strategy import best_draw
 from lbreplay.kernel.version_profile import profile_for
 
 MAX_RESOURCE_USAGE = 1.0  # LeastResourceUsageWithWeight.MAX_RESOURCE_USAGE (getOrDefault for unknown brokers)
@@ -30,6 +30,7 @@ class LeastResourceUsageWithWeight:
     def __init__(self) -> None:
         self.ema: dict[str, float] = {}  # brokerAvgResourceUsageWithWeight
         self.last_average: float | None = None
+        self.drawn: np.ndarray | None = None  # the rows the last call drew among (ascending); None: no draw
 
     def update_usage(self, rows: np.ndarray, ld: LoadData, conf: PulsarConfig) -> np.ndarray:
         """``updateAndGetMaxResourceUsageWithWeight`` for ``rows``: advance and return their EWMAs."""
@@ -56,6 +57,7 @@ class LeastResourceUsageWithWeight:
     ) -> int:
         """``selectBroker``: -1 when there are no candidates."""
         rows = np.asarray(candidates, dtype=np.int64)
+        self.drawn = None
         if rows.size == 0:
             return -1
         ema = self.update_usage(rows, ld, conf)
@@ -68,7 +70,8 @@ class LeastResourceUsageWithWeight:
         best = rows[ema + diff <= avg]
         if best.size == 0:  # "Assign randomly as all brokers are overloaded"
             best = rows
-        return draw_best_broker(best, rng)
+        row, self.drawn = best_draw(best, rng)  # bestBrokers.get(ThreadLocalRandom...nextInt(size))
+        return row
 
     def on_active_brokers_change(self, active: set[str]) -> None:
         """Prune the EWMA of brokers no longer active ([M] ``onActiveBrokersChange``)."""

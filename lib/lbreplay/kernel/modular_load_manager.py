@@ -22,10 +22,10 @@ from lbreplay.kernel.config import PulsarConfig, short_class
 from lbreplay.kernel.leader_state import LeaderState
 from lbreplay.kernel.load_data import LoadData, StoredRead, derived_cache, update_bundle_data
 from lbreplay.kernel.naming import split_bundle_name
-from lbreplay.kernel.placement import clear_preallocations, selection
+from lbreplay.kernel.placement import Placement, clear_preallocations, selection
 from lbreplay.kernel.policies import NamespacePolicies, parse_broker_host
 from lbreplay.kernel.split_algorithms import TopicStats
-from lbreplay.kernel.strategy import LoadSheddingStrategy, ModularLoadManagerStrategy, Unload, strategy_class
+from lbreplay.kernel.strategy import Kept, LoadSheddingStrategy, ModularLoadManagerStrategy, Unload, strategy_class
 from lbreplay.kernel.version_profile import profile_for
 
 MINUTE_MS = 60_000
@@ -88,6 +88,7 @@ def do_load_shedding(
     now_ms: int,
     available: np.ndarray | None = None,
     clock: RunClock | None = None,
+    kept: list[Kept] | None = None,
 ) -> list[Unload]:
     """``ModularLoadManagerImpl.doLoadShedding``: the unloads the leader actually issues, in order.
 
@@ -97,7 +98,9 @@ def do_load_shedding(
     * Brokers of the plan are visited in sorted id order (Java: the multimap's hash order), bundles in plan order.
       Skipped: shedding-excluded namespaces (PIP-380), bundles no other broker may own under the namespace
       isolation policies (2.11+), anti-affinity refusals. [3.x+] The destination is ``selectBroker`` (full pipeline, no
-      preallocation, the owner stays a candidate); none or the owner itself -> skipped. [2.x] no destination (the
+      preallocation, the owner stays a candidate); none or the owner itself -> skipped (the owner itself: WARN "The
+      destination broker {} is the same as the current owner broker", appended to ``kept`` with the draw). Each
+      unload carries the brokers its destination was drawn from (``Unload.drawn_among``). [2.x] no destination (the
       bundle is placed at its next lookup); 2.10 has no namespace-policies check.
     * Each issued unload is recorded in ``recentlyUnloadedBundles`` at ``now_ms`` (with a ``clock``: when its step
       ends, :class:`RunClock`).
@@ -113,7 +116,7 @@ def do_load_shedding(
         return []
     prune_recently_unloaded(ld, conf, now_ms)
     with derived_cache(ld):
-        return _shed(ld, conf, shedder, placement_strategy, leader_state, policies, rng, now_ms, avail, clock)
+        return _shed(ld, conf, shedder, placement_strategy, leader_state, policies, rng, now_ms, avail, clock, kept)
 
 
 def _shed(
@@ -127,6 +130,7 @@ def _shed(
     now_ms: int,
     avail: np.ndarray,
     clock: RunClock | None = None,
+    kept: list[Kept] | None = None,
 ) -> list[Unload]:
     br = ld.brokers
     stamp = now_ms
@@ -159,11 +163,17 @@ def _shed(
                 if clock is not None:  # this bundle's step: its destination choice or unload call
                     stamp = clock.end_ms = stamp + clock.step_ms
                 dest: str | None = None
+                drawn: tuple[str, ...] | None = None
                 if place is not None and with_destination:
-                    dest = place.select(u.bundle, rng).broker  # select_broker
-                    if dest is None or dest == broker:
+                    chosen = place.select(u.bundle, rng)  # select_broker
+                    dest, drawn = chosen.broker, chosen.drawn_among
+                    if dest is None:
                         continue
-                issued.append(Unload(broker, u.bundle, u.reason, dest, dict(u.details)))
+                    if dest == broker:  # "The destination broker {} is the same as the current owner broker"
+                        if kept is not None:
+                            kept.append(Kept(broker, u.bundle, drawn))
+                        continue
+                issued.append(Unload(broker, u.bundle, u.reason, dest, dict(u.details), drawn))
                 ld.recently_unloaded_bundles[u.bundle] = stamp
     finally:
         shedder.on_unload_attempt_completed(planned)
@@ -191,9 +201,24 @@ def assign(
     The loop runs inside one ``load_data.derived_cache`` block, so per-broker figures are computed once and only
     the preallocation-dependent ones are refreshed after each placement.
     """
+    return [(b, p.broker) for b, p in assign_detailed(bundles, ld, conf, placement_strategy, leader_state, policies,
+                                                      rng, available)]
+
+
+def assign_detailed(
+    bundles: Iterable[str],
+    ld: LoadData,
+    conf: PulsarConfig,
+    placement_strategy: ModularLoadManagerStrategy,
+    leader_state: LeaderState,
+    policies: NamespacePolicies,
+    rng: np.random.Generator,
+    available: np.ndarray | None = None,
+) -> list[tuple[str, Placement]]:
+    """:func:`assign` with each bundle's :class:`Placement` (its ``drawn_among``: the brokers it was drawn from)."""
     with derived_cache(ld):
         place = selection(ld, conf, placement_strategy, leader_state, policies, available)
-        return [(b, place.assign(b, rng)) for b in bundles]  # select_broker_for_assignment
+        return [(b, place.assign_detailed(b, rng)) for b in bundles]  # select_broker_for_assignment
 
 
 def strategies_state(shedder: LoadSheddingStrategy, placement: ModularLoadManagerStrategy) -> dict[str, Any]:
@@ -223,11 +248,13 @@ class LeaderTask:
 
 @dataclass
 class Shedding:
-    """One ``doLoadShedding`` pass: the unloads issued, why none were (``skip``) and the strategy's figures."""
+    """One ``doLoadShedding`` pass: the unloads issued, why none were (``skip``), the strategy's figures, and the
+    planned bundles kept on their owner because ``selectBroker`` chose the owner (``kept``, :class:`Kept`)."""
 
     unloads: list[Unload]
     skip: str | None = None
     stats: dict[str, Any] = field(default_factory=dict)
+    kept: list[Kept] = field(default_factory=list)
 
 
 @dataclass
@@ -266,6 +293,7 @@ class ModularLoadManager:
         self.shedder, self.placement = strategies if strategies is not None else create_strategies(conf)
         self.leader_state: LeaderState | None = None
         self._active: frozenset[str] | None = None  # the brokers of the last cleanupDeadBrokersData
+        self.assign_draws: dict[str, tuple[str, ...]] = {}  # the last assign's random draws: bundle -> drawn among
 
     def update_all(
         self,
@@ -340,14 +368,16 @@ class ModularLoadManager:
             return Shedding([], "Disabled")
         if len(ld.brokers) <= 1:
             return Shedding([], "NoBrokers")
+        kept: list[Kept] = []
         unloads = do_load_shedding(ld, conf, self.shedder, self.placement, self.leader(ld), self.policies,
-                                   self.rng, now_ms, clock=clock)
+                                   self.rng, now_ms, clock=clock, kept=kept)
         if issue is not None:
             unloads = [u for u in unloads if issue(u)]
         stats = dict(self.shedder.stats())
         if unloads:
             stats["unloadDetails"] = [{"bundle": u.bundle, **u.details} for u in unloads]
-        return Shedding(unloads, None if unloads else (self.shedder.skip_reason() or "NoDestination"), stats)
+        skip = None if unloads else (self.shedder.skip_reason() or "NoDestination")
+        return Shedding(unloads, skip, stats, kept)
 
     def check_split(
         self,
@@ -396,8 +426,11 @@ class ModularLoadManager:
         return None
 
     def assign(self, bundles: Iterable[str], ld: LoadData) -> list[tuple[str, str | None]]:
-        """``selectBrokerForAssignment`` for each bundle in order; (bundle, broker or None)."""
-        return assign(bundles, ld, self.conf, self.placement, self.leader(ld), self.policies, self.rng)
+        """``selectBrokerForAssignment`` for each bundle in order; (bundle, broker or None). ``assign_draws`` then
+        holds, per bundle whose broker was drawn at random, the brokers it was drawn from."""
+        placed = assign_detailed(bundles, ld, self.conf, self.placement, self.leader(ld), self.policies, self.rng)
+        self.assign_draws = {b: p.drawn_among for b, p in placed if p.drawn_among is not None}
+        return [(b, p.broker) for b, p in placed]
 
     # --- the leader's state between two calls (decide's ``strategyState``) -----------------------------
     def set_state(self, state: Mapping[str, Any], ld: LoadData, given: Collection[str] = ()) -> None:

@@ -149,6 +149,9 @@ class Placement:
     overload_recheck: bool = False
     round_robin: bool = False
     row: int = -1  # the broker's row (-1: none, or a cached decision for a broker not in the LoadData)
+    # the brokers the strategy drew ``broker`` from at random (ThreadLocalRandom; sorted ids; after an overload
+    # re-check, its draw); None: no draw (a single best broker, round robin, a cached decision)
+    drawn_among: tuple[str, ...] | None = None
 
 
 def select_broker_detailed(
@@ -316,11 +319,13 @@ class Selection:
             cand = memo[key] = self.candidates(bundle, ns)
         rows = self._in_set_order(ns, cand, recheck=False)
         result = Placement(None, int(rows.size))
+        drawn: np.ndarray | None = None
         if ns in self.excluded:  # policies.is_shedding_excluded
             row = self.leader.round_robin.select_broker(rows, bundle, ld, self.conf, rng)
             result.round_robin = True
         else:
             row = self.placement.select_broker(rows, bundle, ld, self.conf, rng)
+            drawn = getattr(self.placement, "drawn", None)
         if row < 0:
             return result, bundle_row
         if self.usage[row] > self.threshold:
@@ -329,9 +334,12 @@ class Selection:
                                                  rng)
             result.overload_recheck = True
             if again >= 0:
-                row = again
+                row, drawn = again, getattr(self.placement, "drawn", None)
         result.broker = ld.brokers.ids[row]
         result.row = row
+        if drawn is not None:
+            ids = ld.brokers.ids
+            result.drawn_among = tuple(sorted(ids[r] for r in drawn.tolist()))
         return result, bundle_row
 
     def assign(self, bundle: str, rng: np.random.Generator) -> str | None:

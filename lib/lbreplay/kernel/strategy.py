@@ -27,6 +27,19 @@ class Unload:
     reason: str
     destination: str | None = None  # set where the strategy or the load manager chose it
     details: dict[str, float] = field(default_factory=dict)
+    # the brokers the placement drew ``destination`` from at random (sorted ids); None: no draw
+    drawn_among: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A planned bundle ``ModularLoadManagerImpl.doLoadShedding`` left on its owner: ``selectBroker`` chose the
+    owner itself (WARN "The destination broker {} is the same as the current owner broker for Bundle {}"), so no
+    unload. ``drawn_among``: the brokers that choice was drawn from at random (sorted ids); None: no draw."""
+
+    broker: str
+    bundle: str
+    drawn_among: tuple[str, ...] | None = None
 
 
 class LoadSheddingStrategy(Protocol):
@@ -49,13 +62,21 @@ class LoadSheddingStrategy(Protocol):
     def set_state(self, state: dict[str, Any]) -> None: ...
 
 
-def draw_best_broker(best: np.ndarray, rng: np.random.Generator) -> int:
-    """``bestBrokers.get(ThreadLocalRandom.current().nextInt(size))`` of the placement strategies, drawn only when
-    several are best; -1 for none. The seeded draw is over the rows in ascending order, whatever order the
-    candidates came in (Pulsar's draw is random: the candidate set's order does not decide it)."""
+def best_draw(best: np.ndarray, rng: np.random.Generator) -> tuple[int, np.ndarray | None]:
+    """``bestBrokers.get(ThreadLocalRandom.current().nextInt(size))`` of the placement strategies
+    (``LeastLongTermMessageRate``, ``LeastResourceUsageWithWeight``; AvgShedder's ``getExpectedBroker``), drawn
+    only when several are best: the row (-1 for none) and the rows drawn among (ascending; None: no draw). The
+    seeded draw is over the rows in ascending order, whatever order the candidates came in (Pulsar's draw is
+    random: the candidate set's order does not decide it). The one place a placement draws."""
     if best.size <= 1:
-        return int(best[0]) if best.size else -1
-    return int(np.sort(best)[rng.integers(best.size)])
+        return (int(best[0]) if best.size else -1), None
+    rows = np.sort(best)
+    return int(rows[rng.integers(best.size)]), rows
+
+
+def draw_best_broker(best: np.ndarray, rng: np.random.Generator) -> int:
+    """The row :func:`best_draw` draws (-1 for none)."""
+    return best_draw(best, rng)[0]
 
 
 class ModularLoadManagerStrategy(Protocol):
@@ -63,7 +84,8 @@ class ModularLoadManagerStrategy(Protocol):
         self, candidates: np.ndarray, bundle: str, ld: LoadData, conf: PulsarConfig, rng: np.random.Generator
     ) -> int:
         """Pick a broker row among ``candidates`` (broker rows in the candidate set's iteration order; a seeded draw
-        among equally good brokers is over them in ascending order) for ``bundle``; -1 if none."""
+        among equally good brokers is over them in ascending order) for ``bundle``; -1 if none. A strategy that
+        draws keeps the rows it drew among in ``drawn`` (ascending; None: the last call drew nothing)."""
         ...
 
     def on_active_brokers_change(self, active: set[str]) -> None: ...

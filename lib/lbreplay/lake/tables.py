@@ -373,7 +373,8 @@ DECISIONS = Table(
         _c("tick", "BIGINT", "tick index"),
         _c("ts", "TIMESTAMP", "UTC"),
         _c("seq", "BIGINT", "order of the decision within the run"),
-        _c("action", "STRING", "UNLOAD | TRANSFER | ASSIGN | SPLIT"),
+        _c("action", "STRING", "UNLOAD | TRANSFER | ASSIGN | SPLIT | KEEP (a planned bundle the placement kept on "
+                               "its owner: no unload)"),
         _c("bundle", "STRING", "bundle"),
         _c("source_broker", "STRING", "broker the bundle left (null for ASSIGN of an orphan)"),
         _c("target_broker", "STRING", "broker the bundle went to"),
@@ -381,6 +382,8 @@ DECISIONS = Table(
         _c("strategy", "STRING", "Pulsar strategy class (short name) that decided"),
         _c("reason", "STRING", "why, in Pulsar's words"),
         _c("details", "MAP<STRING,DOUBLE>", "the numbers that drove it: usage, average, threshold, required, bundle load ..."),
+        _c("drawn_among", "ARRAY<STRING>", "the brokers Pulsar's placement drew this destination from at random "
+                                           "(ThreadLocalRandom); null: no draw"),
     ),
     ("run_id",),
     ("run_id", "seq"),

@@ -42,7 +42,16 @@ from lbreplay.kernel.leader_election import (
 from lbreplay.kernel.resource_usage import RESOURCES, java_2f
 from lbreplay.kernel.resource_usage import printed_resource_usage as print_usage
 from lbreplay.lake.dump_rows import LEADER_LOG, epoch_ms, leader_log_lines
-from lbreplay.live_audit.comparison import SAME_RUN_MS, Comparison, compare
+from lbreplay.live_audit.comparison import (
+    SAME_RUN_MS,
+    AuditDecision,
+    Comparison,
+    compare,
+    destination_drawn,
+    drawn_among,
+    drawn_cause,
+    kept_cause,
+)
 from lbreplay.live_audit.leader_view import (
     held_at,
     published_versions,
@@ -104,15 +113,17 @@ def _held(dump: Path, t: int) -> dict[str, Any]:
 
 
 def audit_decisions(spark: Any, lake: str, run_id: str) -> list[Decision]:
+    """The audit run's UNLOAD (TRANSFER), SPLIT and KEEP decisions, each with the brokers it was drawn from."""
     from pyspark.sql import functions as F
 
     from lbreplay.lake.tables import table_location
 
     rows = (spark.read.format("delta").load(table_location(lake, "decisions"))
-            .where((F.col("run_id") == run_id) & F.col("action").isin("UNLOAD", "SPLIT", "TRANSFER"))
+            .where((F.col("run_id") == run_id) & F.col("action").isin("UNLOAD", "SPLIT", "TRANSFER", "KEEP"))
             .orderBy("seq").collect())
-    return [Decision(int(r["ts"].timestamp() * 1000), "UNLOAD" if r["action"] == "TRANSFER" else r["action"],
-                     r["bundle"], r["source_broker"], r["target_broker"], r["strategy"], r["reason"] or "")
+    return [AuditDecision(int(r["ts"].timestamp() * 1000), "UNLOAD" if r["action"] == "TRANSFER" else r["action"],
+                          r["bundle"], r["source_broker"], r["target_broker"], r["strategy"], r["reason"] or "",
+                          drawn_among=tuple(r["drawn_among"]) if r["drawn_among"] is not None else None)
             for r in rows]
 
 
@@ -140,7 +151,20 @@ def _bundle_rows(spark: Any, lake: str, cluster: str, ts_ms: int, bundle: str, t
 def explain(spark: Any, lake: str, cluster: str, dump: Path, cmp: Comparison, ticks: list[int],
             bundle_table: str = "bundle_load") -> list[dict[str, Any]]:
     """One entry per difference with the facts that explain it."""
-    kept_lines = owner_kept(leader_log(dump))
+    out = []
+    for facts, d in difference_facts(cmp, owner_kept(leader_log(dump)), ticks):
+        facts["leader_held_at_decision"] = _held(dump, d.at_ms)
+        facts["audit_tick_bundle_owners"] = _bundle_rows(spark, lake, cluster, d.tick_ms, d.bundle, bundle_table)
+        if d.line:
+            facts["log"] = d.line[-300:]
+        out.append(facts)
+    return out
+
+
+def difference_facts(cmp: Comparison, kept_lines: list[tuple[int, str, str]], ticks: list[int]
+                     ) -> list[tuple[dict[str, Any], Decision]]:
+    """Per difference, the facts the comparison and the leader's "same as the current owner" lines give (no
+    Spark): its side, the decision, the same decision a tick off, the owner kept by either side, a draw."""
     out = []
     near = {id(d): a for d, a in cmp.near}
     for side, items in (("leader-only", cmp.leader_only), ("audit-only", cmp.audit_only)):
@@ -152,17 +176,27 @@ def explain(spark: Any, lake: str, cluster: str, dump: Path, cmp: Comparison, ti
             if side == "leader-only" and id(d) in near:
                 a = near[id(d)]
                 facts["audit_same_decision_at"] = _iso(a.tick_ms)
+            kept = cmp.kept_by_audit(d) if side == "leader-only" else None
+            if kept is not None:
+                facts.update(audit_kept_at=_iso(kept.at_ms), audit_drawn_among=list(drawn_among(kept)),
+                             cause=kept_cause(d, kept), destination_drawn=any(ld is d for ld, _ in cmp.leader_drawn))
             if side == "audit-only":
                 twin = next((ld for ld, _a in cmp.near if _a is d), None)
                 if twin is not None:
                     facts["leader_same_decision_at"] = _iso(twin.at_ms)
                 facts.update(owner_kept_cause(d, kept_lines))
-            facts["leader_held_at_decision"] = _held(dump, d.at_ms)
-            facts["audit_tick_bundle_owners"] = _bundle_rows(spark, lake, cluster, d.tick_ms, d.bundle, bundle_table)
-            if d.line:
-                facts["log"] = d.line[-300:]
-            out.append(facts)
+                if any(a is d for a in cmp.audit_drawn):
+                    facts.update(audit_drawn_among=list(drawn_among(d)), destination_drawn=True,
+                                 cause=drawn_cause(d, "leader_owner_kept_at" in facts))
+            out.append((facts, d))
     return out
+
+
+def matched_rows(cmp: Comparison) -> list[dict[str, Any]]:
+    """The report's ``matched_decisions``: each matched decision with both targets and the audit's draw."""
+    return [{"tick": _iso(d.tick_ms), "action": d.action, "bundle": d.bundle, "source": d.source,
+             "leader_target": d.target, "audit_target": a.target, "audit_drawn_among": list(drawn_among(a)),
+             "destination_drawn": destination_drawn(d, a)} for d, a in cmp.matched]
 
 
 def owner_kept_cause(d: Decision, kept_lines: list[tuple[int, str, str]]) -> dict[str, Any]:
@@ -432,13 +466,13 @@ def check(dump: Path, work: Path, cluster: str, broker_conf: Path | None, spark:
     cmp = compare(leader, audit)
     report.update(run_id=run_id,
                   leader_after_the_recording=[_not_audited(d) for d in beyond],
-                  audited_cluster=audited, audit_decisions=len(audit),
+                  audited_cluster=audited, audit_decisions=sum(d.action != "KEEP" for d in audit),
+                  audit_kept=sum(d.action == "KEEP" for d in audit), drawn=len(cmp.leader_drawn),
+                  agreement_with_draws=round(cmp.agreement_with_draws, 4),
                   audit_unloads=sum(d.action == "UNLOAD" for d in audit),
                   audit_splits=sum(d.action == "SPLIT" for d in audit),
                   matched=len(cmp.matched), agreement=round(cmp.agreement, 4), summary=cmp.summary(),
-                  matched_decisions=[{"tick": _iso(d.tick_ms), "action": d.action, "bundle": d.bundle,
-                                      "source": d.source, "leader_target": d.target, "audit_target": a.target}
-                                     for d, a in cmp.matched],
+                  matched_decisions=matched_rows(cmp),
                   differences=explain(spark, lake, audited, dump, cmp, ticks, bundle_table),
                   audited_ticks=[_iso(ticks[0]), _iso(ticks[-1])] if ticks else [])
     report["result"] = "compared"
@@ -453,8 +487,9 @@ def verdict(report: dict[str, Any], require: float) -> list[str]:
     if report.get("result") != "compared":
         return [f"not compared: {report.get('result')}"]
     why = []
-    if report["agreement"] < require:
-        why.append(f"agreement {report['agreement']:.0%} < {require:.0%}")
+    agreement = report.get("agreement_with_draws", report["agreement"])  # a destination drawn is not a difference
+    if agreement < require:
+        why.append(f"agreement {agreement:.0%} < {require:.0%}")
     extra = [d for d in report.get("differences", []) if d["side"] == "audit-only" and not d.get("cause")]
     if extra:
         why.append(f"{len(extra)} decision(s) only the audit made, unexplained")
@@ -485,11 +520,16 @@ def _write(work: Path, report: dict[str, Any]) -> None:
 
 def destinations(report: dict[str, Any]) -> dict[str, int]:
     """The unloads both made whose destination the leader logged, and those with the leader's destination; plus
-    the unloads the leader's placement kept on the owner (no move) where the audit's moved the bundle."""
+    the unloads the leader's placement kept on the owner (no move) where the audit's moved the bundle, and those
+    the audit's kept (a KEEP) where the leader's moved it. ``drawn``: the different destinations Pulsar's placement
+    drew at random among brokers holding the leader's choice (not a difference)."""
     both = [m for m in report.get("matched_decisions", []) if m["action"] == "UNLOAD" and m.get("leader_target")]
     kept = [d for d in report.get("differences", []) if "leader_owner_kept_at" in d]
-    return {"compared": len(both) + len(kept), "same": sum(m["leader_target"] == m["audit_target"] for m in both),
-            "owner_kept": len(kept)}
+    audit_kept = [d for d in report.get("differences", []) if "audit_kept_at" in d]
+    drawn = sum(bool(m.get("destination_drawn")) for m in both + kept + audit_kept)
+    return {"compared": len(both) + len(kept) + len(audit_kept),
+            "same": sum(m["leader_target"] == m["audit_target"] for m in both),
+            "owner_kept": len(kept), "audit_kept": len(audit_kept), "drawn": drawn}
 
 
 def render(report: dict[str, Any]) -> str:
@@ -526,10 +566,15 @@ def render(report: dict[str, Any]) -> str:
                      + f"{report['audit_decisions']} decisions ({report['audit_unloads']} unloads, "
                      f"{report['audit_splits']} splits)")
         lines.append(f"AGREEMENT: {report['summary']}")
+        if "agreement_with_draws" in report:
+            lines.append(f"AGREEMENT COUNTING DRAWS: {report['agreement_with_draws']:.0%} ({report['matched']} "
+                         f"matched + {report['drawn']} drawn at random; {report['agreement']:.0%} matched only)")
         dest = destinations(report)
         if dest["compared"]:
-            lines.append(f"DESTINATIONS: {dest['same']} of {dest['compared']} unloads to the leader's destination "
-                         f"({dest['owner_kept']} the leader's placement kept on the owner, the audit's moved)")
+            lines.append(f"DESTINATIONS: {dest['same']} of {dest['compared']} unloads to the leader's destination, "
+                         f"{dest['same'] + dest['drawn']} counting {dest['drawn']} drawn at random "
+                         f"({dest['owner_kept']} the leader's placement kept on the owner, the audit's moved; "
+                         f"{dest['audit_kept']} the audit's kept, the leader's moved)")
         for d in report.get("leader_after_the_recording", []):
             lines.append(f"  not audited: {d['at']} {d['action']} {d['bundle']} from {d['source']} ({d['cause']})")
         for m in report["matched_decisions"]:
@@ -539,6 +584,7 @@ def render(report: dict[str, Any]) -> str:
             lines.append(f"  {'-' if d['side'] == 'leader-only' else '+'} [{d['side']}] {d['tick']} {dec['action']} "
                          f"{dec['bundle']} from {dec['source']} to {dec['target']}")
             for k in ("cause", "audit_same_decision_at", "leader_same_decision_at", "leader_owner_kept_at",
+                      "audit_kept_at", "audit_drawn_among",
                       "audit_tick_bundle_owners", "leader_held_at_decision"):
                 if k in d:
                     lines.append(f"      {k}: {json.dumps(d[k])}")

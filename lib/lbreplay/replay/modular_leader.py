@@ -41,7 +41,18 @@ from lbreplay.kernel.modular_load_manager import RunClock
 from lbreplay.kernel.policies import NamespacePolicies
 from lbreplay.kernel.version_profile import profile_for
 from lbreplay.replay.ownership import Layout, Ownership
-from lbreplay.replay.records import RATE_IN, RATE_OUT, SESSIONS, THR_IN, THR_OUT, TOPICS, Decision, LoadView
+from lbreplay.replay.records import (
+    KEPT_REASON,
+    RATE_IN,
+    RATE_OUT,
+    SESSIONS,
+    THR_IN,
+    THR_OUT,
+    TOPICS,
+    Decision,
+    LoadView,
+    with_draw,
+)
 from lbreplay.replay.stored_bundle_data import BundleDataStore
 
 SPLIT_TASK = "BundleSplitterTask"
@@ -204,7 +215,14 @@ class ModularLeader:
                 else:
                     ownership.set_owner(row, -1)
                     to_assign.append(u.bundle)
-            out.append(view.decision("UNLOAD", u.bundle, src_id, u.destination, u.reason, self.strategy, u.details))
+            out.append(with_draw(view.decision("UNLOAD", u.bundle, src_id, u.destination, u.reason, self.strategy,
+                                            u.details), u.drawn_among))
+        for k in shedding.kept:  # doLoadShedding: "The destination broker ... is the same as the current owner"
+            row = row_of.get(k.bundle)
+            if row is not None:
+                owner = ownership.owner_id(row) or k.broker
+                out.append(with_draw(view.decision("KEEP", k.bundle, owner, owner, KEPT_REASON, self.strategy),
+                                  k.drawn_among))
         return out
 
     def _split(self, ld: LoadData, view: LoadView, ownership: Ownership, to_assign: list[str]) -> list[Decision]:
@@ -259,7 +277,8 @@ class ModularLeader:
                 if broker is None:
                     continue
                 ownership.set_owner(row_of[bundle], self.broker_row[broker])
-                out.append(view.decision("ASSIGN", bundle, None, broker, "Assignment", self.placement_strategy))
+                out.append(with_draw(view.decision("ASSIGN", bundle, None, broker, "Assignment", self.placement_strategy),
+                                  self.manager.assign_draws.get(bundle)))
         return out
 
     # ---------------------------------------------------------------- the leader's LoadData

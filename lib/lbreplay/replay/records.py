@@ -78,7 +78,7 @@ class Decision:
     tick: int
     ts_ms: int
     seq: int
-    action: str  # UNLOAD | TRANSFER | ASSIGN | SPLIT
+    action: str  # UNLOAD | TRANSFER | ASSIGN | SPLIT | KEEP (a planned bundle the placement kept on its owner)
     bundle: str
     source_broker: str | None
     target_broker: str | None
@@ -86,6 +86,17 @@ class Decision:
     strategy: str
     reason: str
     details: dict[str, float]
+    drawn_among: list[str] | None = None  # the brokers the placement drew target_broker from at random; None: no draw
+
+
+#: The reason of a KEEP decision: ``ModularLoadManagerImpl.doLoadShedding``'s WARN when ``selectBroker`` chose the owner.
+KEPT_REASON = "The destination broker is the same as the current owner broker: kept, no unload"
+
+
+def with_draw(d: Decision, drawn_among: tuple[str, ...] | list[str] | None) -> Decision:
+    """``d`` with the brokers its target was drawn from at random (None: no draw)."""
+    d.drawn_among = None if drawn_among is None else list(drawn_among)
+    return d
 
 
 @dataclass

@@ -250,11 +250,12 @@ def _collect(spark: Any, runs: list[RunInfo], run_ids: list[str], widths: Any, b
         .agg(F.min("ts").alias("ts"), F.max("unloads").alias("unloads"), F.max("splits").alias("splits"))
         .orderBy("run_id", "bucket")
     )
-    # moves timeline: every decision, thinned to at most max_moves per run (every k-th by seq)
+    # moves timeline: every decision that moved or split something (a KEEP moved nothing), thinned to at most
+    # max_moves per run (every k-th by seq)
     rw = Window.partitionBy("run_id").orderBy("seq")
     total = F.count(F.lit(1)).over(Window.partitionBy("run_id"))
     moves = (
-        dec.withColumn("_n", F.row_number().over(rw) - 1).withColumn("total", total)
+        dec.where(F.col("action") != "KEEP").withColumn("_n", F.row_number().over(rw) - 1).withColumn("total", total)
         .where(F.col("_n") % F.greatest(F.lit(1), F.ceil(F.col("total") / F.lit(max_moves))) == 0)
         .select("run_id", "seq", "tick", "ts", "action", "bundle", "source_broker", "target_broker",
                 F.coalesce("target_broker", "source_broker").alias("broker"), "reason", "total")
