@@ -83,3 +83,6 @@ def test_audit_reproduces_the_overload_shedder_leader(spark, lake: str, tmp_path
     assert [(d["tick"], d["decision"]["bundle"], d["decision"]["source"]) for d in extra] == OWNER_KEPT
     runs = report["shedding_runs"]
     assert (runs["elections"], runs["leader"], runs["leader_on_timer"]) == (1, 6, 6)
+    # its 13 placement lines are its shedding runs' own: no lookup to place
+    assert report["lookups"] == {"logged": 0, "placed": 0, "compared": 0, "same": 0, "differences": [],
+                                 "not_placed": []}

@@ -57,7 +57,9 @@ def test_collect_keeps_the_placement_lines_without_new_decisions_or_runs() -> No
 def test_audit_reproduces_the_3_0_round_robin_leader(spark, lake: str, tmp_path: Path) -> None:
     """``ingest`` -> ``validate`` -> ``replay --mode observed --broker-conf`` on the line the brokers report (3.0,
     from ``brokerVersionString`` 3.0.7): the leader's 6 splits and 3 unloads with its destinations, nothing else,
-    and no unload where the leader's placement kept the bundle on its owner (20:04, 20:05)."""
+    and no unload where the leader's placement kept the bundle on its owner (20:04, 20:05). The leader's 16 logged
+    lookups are placed too, each on the broker whose next report lists the bundle (``RoundRobinBrokerSelector``'s
+    counter stands at 16 at the first unload, as the leader's)."""
     report = check(SAMPLE, tmp_path, "real-rr-3-0", SAMPLE / "broker.conf", spark=spark, lake=lake)
     assert report["raw"]["validation_passed"], report["raw"]["validation"]
     assert report["result"] == "compared", report["result"]
@@ -69,6 +71,8 @@ def test_audit_reproduces_the_3_0_round_robin_leader(spark, lake: str, tmp_path:
                for m in report["matched_decisions"] if m["action"] == "UNLOAD"]
     assert unloads == UNLOADS
     assert all(m["leader_target"] == m["audit_target"] for m in report["matched_decisions"] if m["action"] == "UNLOAD")
+    assert report["lookups"] == {"logged": 16, "placed": 16, "compared": 16, "same": 16, "differences": [],
+                                 "not_placed": []}
     runs = report["shedding_runs"]
     assert (runs["elections"], runs["leader"], runs["audit"], runs["leader_on_timer"]) == (1, 8, 8, 8)
     row = spark.read.format("delta").load(f"{lake}/runs").where(f"run_id = '{report['run_id']}'").first()

@@ -30,8 +30,9 @@ its time truncated to the minute (UTC): the comparison matches the leader's and 
 
 from __future__ import annotations
 
+import bisect
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -229,6 +230,16 @@ class Placement:
     @property
     def lookup(self) -> bool:
         return not self.thread.startswith(LOAD_MANAGER_THREAD)
+
+
+def logged_by_leader(broker: str | None, at_ms: int, elections_ms: Sequence[int] | None,
+                     leader_brokers: Sequence[str] | None) -> bool:
+    """Was a line logged ``at_ms`` by ``broker`` the leader's? An unnamed broker's, or without a known election,
+    yes; else the broker the latest election at or before it elected (before the first election: no)."""
+    if broker is None or not elections_ms or not leader_brokers:
+        return True
+    i = bisect.bisect_right(list(elections_ms), at_ms)
+    return i > 0 and leader_brokers[i - 1] == broker
 
 
 def placements(lines: Iterable[str]) -> list[Placement]:
