@@ -442,7 +442,7 @@ def check(dump: Path, work: Path, cluster: str, broker_conf: Path | None, spark:
                                      for d, a in cmp.matched],
                   differences=explain(spark, lake, audited, dump, cmp, ticks, bundle_table),
                   audited_ticks=[_iso(ticks[0]), _iso(ticks[-1])] if ticks else [])
-    report["lookups"] = lookup_report(leader_log(dump), dumped.rows, audit_lookups(spark, lake, run_id))
+    report["lookups"] = lookup_report(leader_log(dump), dumped.rows, functools.partial(audit_lookups, spark, lake, run_id))
     report["result"] = "compared"
     _write(work, report)
     return report

@@ -11,7 +11,7 @@ leader's broker is the logged choice, else the broker of the first report after 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -70,11 +70,13 @@ def audit_lookups(spark: Any, lake: str, run_id: str) -> list[tuple[int, str, st
 
 
 def lookup_report(lines: Sequence[str], rows: dict[str, list[dict[str, Any]]],
-                  audit: list[tuple[int, str, str | None]]) -> dict[str, Any] | None:
-    """How many lookups the leader logged, how many the audit placed, how many of those whose leader's broker is
-    known went there, and each difference; None when the recording holds no placement line."""
+                  audited: Callable[[], list[tuple[int, str, str | None]]]) -> dict[str, Any] | None:
+    """How many lookups the leader logged, how many the audit placed (``audited()``, read only when the recording
+    holds placement lines), how many of those whose leader's broker is known went there, and each difference; None
+    when the recording holds no placement line."""
     if not placements(lines):
         return None
+    audit = audited()
     logged = leader_lookups(lines, rows)
     listed = _first_listing(rows)
     placed: dict[tuple[int, str], list[str | None]] = {}
