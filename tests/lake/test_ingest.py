@@ -204,6 +204,7 @@ def test_read_modular_sample() -> None:
         "leader_election": 0,  # no collect record (collect/metadata-versions.jsonl) in the hand-made sample
         "shedding_run": 0,  # no leader log (leader-decisions.log) either
         "broker_departure": 0,
+        "leader_placement": 0,
         "topic_load": 0,  # no topics polls (collect/admin) either
     }
     assert dump.ticks == 10
@@ -219,6 +220,32 @@ def test_read_modular_sample() -> None:
     child = bd["public/default/0x00000000_0x20000000"]
     assert (child["short_max_samples"], child["short_num_samples"], child["long_max_samples"]) == (10, 1, 1000)
     assert bd["my-tenant/my-namespace/0x00000000_0x40000000"]["long_num_samples"] == 3
+
+
+def test_read_the_leaders_placement_lines(tmp_path: Path) -> None:
+    """A dump whose leader log holds placement lines (``selectBroker``'s "N brokers being considered", DEBUG "Selected
+    broker"): one leader_placement row each, in log order, lookups apart from the shedding run's own choice; they
+    are no snapshot (``ticks`` unchanged); a lookup's line starts no shedding run (the load manager thread's does)."""
+    dump = tmp_path / "dump"
+    shutil.copytree(MODULAR, dump)
+    impl = "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl"
+    (dump / "leader-decisions.log").write_text(
+        f"broker-2:8080 2023-08-02T12:00:40,100+0000 [pulsar-2-1] INFO  {impl} - 3 brokers being considered for "
+        "assignment of public/default/0x40000000_0x80000000\n"
+        f"broker-2:8080 2023-08-02T12:00:40,101+0000 [pulsar-2-1] DEBUG {impl} - Selected broker Optional[broker-3:8080] "
+        "from candidate brokers [broker-1:8080, broker-2:8080, broker-3:8080]\n"
+        f"broker-2:8080 2023-08-02T12:00:40,101+0000 [pulsar-load-manager-1-1] INFO  {impl} - 2 brokers being considered "
+        "for assignment of public/default/0x80000000_0xc0000000\n", encoding="utf-8")
+    read = ing.read_dumps(dump, "c1")
+    rows = read.rows["leader_placement"]
+    assert [(r["ts"], r["seq"], r["broker"], r["thread"], r["bundle"], r["candidates"], r["selected"], r["lookup"])
+            for r in rows] == [
+        (_utc(2023, 8, 2, 12, 0, 40, 100_000), 0, "broker-2:8080", "pulsar-2-1", "public/default/0x40000000_0x80000000",
+         3, "broker-3:8080", True),
+        (_utc(2023, 8, 2, 12, 0, 40, 101_000), 1, "broker-2:8080", "pulsar-load-manager-1-1",
+         "public/default/0x80000000_0xc0000000", 2, None, False)]
+    assert read.ticks == 10
+    assert [r["ts"] for r in read.rows["shedding_run"]] == [_utc(2023, 8, 2, 12, 0, 40, 101_000)]
 
 
 def test_read_extensible_sample() -> None:

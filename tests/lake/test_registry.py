@@ -23,10 +23,10 @@ SAMPLES = REPO / "data" / "samples"
 # What each consumer iterated before the registry (the lists it spelled out), in their order: no behaviour change.
 VALIDATED_ORDER = ("broker_load", "bundle_load", "topic_load", "namespace_policy", "bundle_data", "broker_time_average",
                    "broker_load_data_ext", "top_bundles_load_data", "top_bundles_publication", "leader_election",
-                   "shedding_run", "broker_departure")
+                   "shedding_run", "broker_departure", "leader_placement")
 INGESTED_ORDER = ("broker_load", "bundle_load", "topic_load", "bundle_data", "broker_time_average",
                   "broker_load_data_ext", "top_bundles_load_data", "top_bundles_publication", "leader_election",
-                  "shedding_run", "broker_departure")
+                  "shedding_run", "broker_departure", "leader_placement")
 DESIGN_INPUTS = ("broker_load", "bundle_load", "topic_load", "namespace_policy")
 OUTPUTS = ("runs", "ownership", "decisions", "broker_ticks", "run_metrics")
 
@@ -37,7 +37,7 @@ def _names(selection: Any) -> tuple[str, ...]:
 
 def test_each_table_is_registered_once_inputs_then_derived_then_outputs() -> None:
     names = _names(registry.REGISTRY)
-    assert len(names) == len(set(names)) == 19
+    assert len(names) == len(set(names)) == 20
     assert registry.REGISTRY == (*registry.INPUTS, *registry.DERIVED_TABLES, *registry.OUTPUTS)
     assert _names(registry.DERIVED_TABLES) == ("quarantine", "validation_runs")
     assert _names(registry.OUTPUTS) == OUTPUTS
@@ -130,7 +130,9 @@ def test_each_dump_source_fills_exactly_the_tables_declaring_it(tmp_path: Path) 
     for kind, read in (
         (dump_tree.METADATA_VERSIONS_KIND, lambda out: (dump_rows.leader_elections(real, "c", out),
                                                         dump_rows.broker_departures(_absent(tmp_path), "c", out))),
-        (dump_tree.LEADER_LOG_KIND, lambda out: dump_rows.shedding_run_rows(dump_rows.logged_runs(real), "c", out)),
+        (dump_tree.LEADER_LOG_KIND, lambda out: (dump_rows.shedding_run_rows(dump_rows.logged_runs(real), "c", out),
+                                                 dump_rows.leader_placement_rows(dump_rows.leader_log_lines(
+                                                     SAMPLES / "real-modular-round-robin-3.0"), "c", out))),
         (dump_tree.TOMBSTONE_KIND, lambda out: dump_rows.load_data_tombstones(real, "c", out)),
         (dump_tree.TOP_BUNDLES_TOMBSTONE_KIND, lambda out: dump_rows.top_bundles_tombstones(real, "c", out)),
         (dump_tree.TOPIC_STATS_KIND, lambda out: dump_rows.topic_stats_rows(real, "c", out, [dump_tree.tick_of(T_TOPICS)])),

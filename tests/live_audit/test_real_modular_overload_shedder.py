@@ -33,26 +33,34 @@ OWNER_KEPT = [("2026-11-28T17:43:00.000Z", "lb/hot/0x90000000_0xa0000000", B1),
 
 
 def test_the_leaders_decisions_and_the_random_placements() -> None:
-    """6 splits and 8 ``[OverloadShedder]`` unloads. The leader's placement lines (``leader-placement.log``, its own
-    log): at the runs of 17:43, 17:45 and 17:46 ``LeastLongTermMessageRate`` found every broker it scored
-    overloaded (``getScore`` -> +inf, so all tie and ``ThreadLocalRandom`` picks), in the filtered candidates and
-    again over all brokers (``ModularLoadManagerImpl``'s re-check when the pick is overloaded); at 17:47-17:49 at
-    least one candidate was below 12 % and the pick was by score. Five random picks drew the bundle's owner (no
-    move: "the same as the current owner broker")."""
+    """6 splits and 8 ``[OverloadShedder]`` unloads. At the runs of 17:43, 17:45 and 17:46 OverloadShedder found
+    every broker above 12 % ("Attempting to shed load on <b>" for all three), so ``LeastLongTermMessageRate`` scored
+    every candidate +inf (all tie and ``ThreadLocalRandom`` picks, in the filtered candidates and again over all
+    brokers: ``ModularLoadManagerImpl``'s re-check when the pick is overloaded); at 17:47-17:49 only one broker
+    was above it and the pick was by score. Five random picks drew the bundle's owner (no move: "the same as the
+    current owner broker"). The leader's 13 placement lines (``selectBroker``'s "N brokers being considered") are
+    its runs' own: they add no decision and no run."""
+    from lbreplay.collect.leader_log import parse_leader_log, shedding_runs
+
     decisions = leader_decisions(SAMPLE)
     unloads = [d for d in decisions if d.action == "UNLOAD"]
     assert (len(decisions), len(unloads)) == (14, 8)
     assert all(d.strategy == "OverloadShedder" for d in unloads)
     assert [(d.bundle, d.source, d.target) for d in unloads] == [u[1:] for u in UNLOADS]
-    placement = (SAMPLE / "leader-placement.log").read_text(encoding="utf-8").splitlines()
-    overloaded_at = {m.group(1) for ln in placement
-                     if (m := re.search(r"T(\d\d:\d\d):\d\d,\d+\S* .*LeastLongTermMessageRate - Broker http", ln))}
-    assert overloaded_at == RANDOM_RUNS
-    kept = [re.search(r"T(\d\d:\d\d).* for Bundle (\S+)", ln).groups() for ln in placement
+    log = (SAMPLE / "leader-decisions.log").read_text(encoding="utf-8").splitlines()
+    shedding: dict[str, set[str]] = {}
+    for ln in log:
+        if m := re.search(r"T(\d\d:\d\d):\d\d,\d+\S* .*Attempting to shed load on (\S+),", ln):
+            shedding.setdefault(m.group(1), set()).add(m.group(2))
+    assert {t for t, brokers in shedding.items() if brokers == {B1, B2, B3}} == RANDOM_RUNS
+    kept = [re.search(r"T(\d\d:\d\d).* for Bundle (\S+)", ln).groups() for ln in log
             if "is the same as the current owner broker" in ln]
     assert kept == [("17:43", "lb/hot/0x90000000_0xa0000000"), ("17:45", "lb/hot/0x90000000_0xa0000000"),
                     ("17:45", "lb/hot/0xf0000000_0xffffffff"), ("17:46", "lb/hot/0x90000000_0xa0000000"),
                     ("17:46", "lb/hot/0x70000000_0x74000000")]
+    without = [ln for ln in log if " brokers being considered for assignment of " not in ln]
+    assert len(log) - len(without) == 13
+    assert parse_leader_log(log) == parse_leader_log(without) and shedding_runs(log) == shedding_runs(without)
 
 
 @pytest.mark.spark
@@ -75,3 +83,6 @@ def test_audit_reproduces_the_overload_shedder_leader(spark, lake: str, tmp_path
     assert [(d["tick"], d["decision"]["bundle"], d["decision"]["source"]) for d in extra] == OWNER_KEPT
     runs = report["shedding_runs"]
     assert (runs["elections"], runs["leader"], runs["leader_on_timer"]) == (1, 6, 6)
+    # its 13 placement lines are its shedding runs' own: no lookup to place
+    assert report["lookups"] == {"logged": 0, "placed": 0, "compared": 0, "same": 0, "differences": [],
+                                 "not_placed": []}

@@ -33,22 +33,21 @@ def test_the_leaders_decisions_and_round_robin_placements() -> None:
     assert [(d.source, d.target) for d in unloads] == [(B1, B2), (B2, B3), (B2, B3)]
     log = (SAMPLE / "leader-decisions.log").read_text(encoding="utf-8")
     assert log.count("is the same as the current owner broker") == 2
-    placements = (SAMPLE / "leader-placement.log").read_text(encoding="utf-8").splitlines()
+    placements = [line for line in log.splitlines() if " brokers being considered for assignment of " in line]
     considered = [int(line.split(" brokers being considered")[0].rsplit(" ", 1)[1]) for line in placements]
     assert len(considered) == 21 and considered[16:] == [2, 1, 1, 1, 1]
     assert "lb/hot/0x60000000_0x70000000" in placements[16]
 
 
 def test_collect_keeps_the_placement_lines_without_new_decisions_or_runs() -> None:
-    """``collect --leader-log-dir`` keeps the leader's placement lines (``is_leader_log_line``), and merged into
-    the decision lines (as a recording made since keeps them) they add no decision and no shedding run: the 5
-    placements of the leader's shedding runs fall inside the runs' bursts, the 16 lookups are on other threads."""
-    from lbreplay.collect.leader_log import is_leader_log_line, log_time_ms, parse_leader_log, shedding_runs
+    """``collect --leader-log-dir`` keeps the leader's placement lines (``is_leader_log_line``), and in the decision
+    lines (as this recording holds them) they add no decision and no shedding run: the 5 placements of the leader's
+    shedding runs fall inside the runs' bursts, the 16 lookups are on other threads."""
+    from lbreplay.collect.leader_log import is_leader_log_line, parse_leader_log, shedding_runs
 
-    decisions = (SAMPLE / "leader-decisions.log").read_text(encoding="utf-8").splitlines()
-    placements = (SAMPLE / "leader-placement.log").read_text(encoding="utf-8").splitlines()
-    assert all(is_leader_log_line(line) for line in placements)
-    merged = sorted(decisions + placements, key=lambda line: log_time_ms(line) or 0)
+    merged = (SAMPLE / "leader-decisions.log").read_text(encoding="utf-8").splitlines()
+    decisions = [line for line in merged if " brokers being considered for assignment of " not in line]
+    assert len(merged) - len(decisions) == 21 and all(is_leader_log_line(line) for line in merged)
     assert parse_leader_log(merged) == parse_leader_log(decisions)
     assert shedding_runs(merged) == shedding_runs(decisions)
     assert len(shedding_runs(decisions)) == 8
@@ -58,7 +57,9 @@ def test_collect_keeps_the_placement_lines_without_new_decisions_or_runs() -> No
 def test_audit_reproduces_the_3_0_round_robin_leader(spark, lake: str, tmp_path: Path) -> None:
     """``ingest`` -> ``validate`` -> ``replay --mode observed --broker-conf`` on the line the brokers report (3.0,
     from ``brokerVersionString`` 3.0.7): the leader's 6 splits and 3 unloads with its destinations, nothing else,
-    and no unload where the leader's placement kept the bundle on its owner (20:04, 20:05)."""
+    and no unload where the leader's placement kept the bundle on its owner (20:04, 20:05). The leader's 16 logged
+    lookups are placed too, each on the broker whose next report lists the bundle (``RoundRobinBrokerSelector``'s
+    counter stands at 16 at the first unload, as the leader's)."""
     report = check(SAMPLE, tmp_path, "real-rr-3-0", SAMPLE / "broker.conf", spark=spark, lake=lake)
     assert report["raw"]["validation_passed"], report["raw"]["validation"]
     assert report["result"] == "compared", report["result"]
@@ -70,6 +71,8 @@ def test_audit_reproduces_the_3_0_round_robin_leader(spark, lake: str, tmp_path:
                for m in report["matched_decisions"] if m["action"] == "UNLOAD"]
     assert unloads == UNLOADS
     assert all(m["leader_target"] == m["audit_target"] for m in report["matched_decisions"] if m["action"] == "UNLOAD")
+    assert report["lookups"] == {"logged": 16, "placed": 16, "compared": 16, "same": 16, "differences": [],
+                                 "not_placed": []}
     runs = report["shedding_runs"]
     assert (runs["elections"], runs["leader"], runs["audit"], runs["leader_on_timer"]) == (1, 8, 8, 8)
     row = spark.read.format("delta").load(f"{lake}/runs").where(f"run_id = '{report['run_id']}'").first()

@@ -79,11 +79,12 @@ def replay_recording(sample: Path, mode: str) -> list[Any]:
 
 
 def replay_results(sample: Path, mode: str, broker_conf: Path | None = None,
-                   recorded_line: bool = False, seed: int = 0) -> tuple[list[str], list[Any]]:
+                   recorded_line: bool = False, seed: int = 0, lookups: bool = False) -> tuple[list[str], list[Any]]:
     """(broker ids, the engine's TickResults) over ``sample`` in ``mode`` under ``broker_conf`` (default: the
     sample's own), the load model calibrated on the sample's reports as ``preparation.calibrate`` does; with
     ``recorded_line`` on the Pulsar line the recording's brokers report (as ``replay`` chooses it); ``seed`` draws
-    Pulsar's random choices (``replay --seed``)."""
+    Pulsar's random choices (``replay --seed``); with ``lookups`` the leader's logged lookups too (as the Spark
+    replay's stream carries them)."""
     from lbreplay.kernel.config import parse_broker_conf, typed_overrides
     from lbreplay.lake.ingest import read_dumps
     from lbreplay.replay.engine import Replay
@@ -118,8 +119,22 @@ def replay_results(sample: Path, mode: str, broker_conf: Path | None = None,
     runs, reads = recorded_runs(rows)
     ticks = leader_held_view(iter(version_ticks(rows, ids, namespaces)), len(ids), hold,
                              elections_ms=[t for t, _ in elected], leader_brokers=[b for _, b in elected],
-                             runs_ms=runs, departures=recorded_departures(rows, ids), reads_ms=reads)
+                             runs_ms=runs, departures=recorded_departures(rows, ids), reads_ms=reads,
+                             lookups=recorded_lookups(rows) if lookups else None)
     return ids, [replay.step(obs) for obs in ticks]
+
+
+def recorded_lookups(rows: dict[str, list[dict[str, Any]]]) -> list[list[Any]] | None:
+    """The recording's ``leader_placement`` rows as the replay's stream holds them (``preparation.leader_lookups``):
+    the leader's lookups, [ms, bundle] in logged order; None without placement lines."""
+    from lbreplay.collect.leader_log import logged_by_leader
+
+    elected = sorted((_ms(r["ts"]), r["broker"]) for r in rows["leader_election"])
+    placed = sorted(rows.get("leader_placement", ()), key=lambda r: (_ms(r["ts"]), r["seq"]))
+    if not placed:
+        return None
+    return [[_ms(r["ts"]), r["bundle"]] for r in placed if r["lookup"] and logged_by_leader(
+        r["broker"], _ms(r["ts"]), [t for t, _ in elected], [b for _, b in elected])]
 
 
 def recorded_runs(rows: dict[str, list[dict[str, Any]]]) -> tuple[list[int], list[int | None]]:

@@ -30,8 +30,9 @@ its time truncated to the minute (UTC): the comparison matches the leader's and 
 
 from __future__ import annotations
 
+import bisect
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -201,6 +202,69 @@ def transfer_views(lines: Iterable[str]) -> list[tuple[int, dict[str, str], list
         if m and m_ts:
             brokers = [b.strip() for b in m.group("brokers").split(",") if b.strip()]
             out.append((_epoch_ms(m_ts), {k: m.group(k) for k in ("sum", "sqSum", "avg", "std")}, brokers))
+    return out
+
+
+_CONSIDERED = re.compile(r"\[(?P<thread>[^\]]+)\] +\w+ +\S*ModularLoadManagerImpl - (?P<n>\d+) brokers being considered "
+                         r"for assignment of (?P<bundle>\S+)")
+_SELECTED = re.compile(r"\[(?P<thread>[^\]]+)\] +\w+ +\S*ModularLoadManagerImpl - Selected broker "
+                       r"Optional(?:\[(?P<broker>[^\]]*)\]|\.empty) from candidate brokers ")
+LOAD_MANAGER_THREAD = "pulsar-load-manager-"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One ``ModularLoadManagerImpl.selectBroker`` call a broker logged: when (epoch ms), the broker that logged it
+    (the line's ``host:port`` prefix; None unprefixed), its thread, the bundle, ``brokerCandidateCache.size()``
+    after the filters, the broker the strategy chose (the DEBUG "Selected broker" line, when logged) and whether it
+    was a lookup (``selectBrokerForAssignment``: a bundle already preallocated returns before ``selectBroker``, so
+    each line is one strategy call) or ``doLoadShedding``'s own destination choice (on ``pulsar-load-manager-*``)."""
+
+    at_ms: int
+    broker: str | None
+    thread: str
+    bundle: str
+    candidates: int
+    selected: str | None = None
+
+    @property
+    def lookup(self) -> bool:
+        return not self.thread.startswith(LOAD_MANAGER_THREAD)
+
+
+def logged_by_leader(broker: str | None, at_ms: int, elections_ms: Sequence[int] | None,
+                     leader_brokers: Sequence[str] | None) -> bool:
+    """Was a line logged ``at_ms`` by ``broker`` the leader's? An unnamed broker's, or without a known election,
+    yes; else the broker the latest election at or before it elected (before the first election: no)."""
+    if broker is None or not elections_ms or not leader_brokers:
+        return True
+    i = bisect.bisect_right(list(elections_ms), at_ms)
+    return i > 0 and leader_brokers[i - 1] == broker
+
+
+def placements(lines: Iterable[str]) -> list[Placement]:
+    """Every placement the brokers logged, in log order: INFO ``<n> brokers being considered for assignment of
+    <bundle>`` (``selectBroker``, 3.0.7 / 4.0.7 bytecode offsets 180-196), with the chosen broker of the DEBUG
+    ``Selected broker Optional[<b>] from candidate brokers [...]`` that the same broker's same thread logs next
+    (offsets 343-363, right after the strategy's call; ``Optional.empty``: none)."""
+    out: list[Placement] = []
+    open_at: dict[tuple[str | None, str], int] = {}  # (broker, thread) -> index of its last placement line
+    for line in lines:
+        m_ts = _TS.search(line)
+        if not m_ts or "ModularLoadManagerImpl" not in line:
+            continue
+        p = _PREFIX_BROKER.match(line)
+        broker = p.group("broker") if p else None
+        m = _CONSIDERED.search(line)
+        if m:
+            open_at[(broker, m.group("thread"))] = len(out)
+            out.append(Placement(_epoch_ms(m_ts), broker, m.group("thread"), m.group("bundle"), int(m.group("n"))))
+            continue
+        m = _SELECTED.search(line)
+        k = open_at.pop((broker, m.group("thread")), None) if m else None
+        if m and k is not None:
+            d = out[k]
+            out[k] = Placement(d.at_ms, d.broker, d.thread, d.bundle, d.candidates, m.group("broker") or None)
     return out
 
 

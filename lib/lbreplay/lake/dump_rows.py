@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from lbreplay.collect.leader_log import shedding_runs, shedding_views
+from lbreplay.collect.leader_log import placements, shedding_runs, shedding_views
 from lbreplay.errors import InvalidInputError
 from lbreplay.kernel.json_readers import JsonObject, child
 from lbreplay.kernel.leader_election import MINUTE_MS, run_read_times
@@ -25,6 +25,7 @@ from lbreplay.lake.dump_tables import (
     BROKER_TIME_AVERAGE,
     BUNDLE_DATA,
     LEADER_ELECTION,
+    LEADER_PLACEMENT,
     SHEDDING_RUN,
     TOP_BUNDLES_LOAD_DATA,
     TOP_BUNDLES_PUBLICATION,
@@ -98,8 +99,9 @@ class DumpRows:
 
     @property
     def ticks(self) -> int:
-        """Distinct snapshot times (the leader's logged runs are not snapshots)."""
-        return len({r["ts"] for name, rows in self.rows.items() if name != SHEDDING_RUN.name for r in rows})
+        """Distinct snapshot times (the leader's logged runs and placements are not snapshots)."""
+        logged = (SHEDDING_RUN.name, LEADER_PLACEMENT.name)
+        return len({r["ts"] for name, rows in self.rows.items() if name not in logged for r in rows})
 
 
 def _resources(node: JsonObject) -> dict[str, float | None]:
@@ -406,6 +408,15 @@ def shedding_run_rows(runs_ms: list[int], cluster: str, out: DumpRows, lines: Se
     reads = run_read_times(runs_ms, shedding_views(lines), versions) if lines else [None] * len(runs_ms)
     out.rows[SHEDDING_RUN.name].extend({"cluster": cluster, "ts": tick_of(t), "read_at": None if r is None else tick_of(r)}
                                        for t, r in zip(runs_ms, reads))
+
+
+def leader_placement_rows(lines: Sequence[str], cluster: str, out: DumpRows) -> None:
+    """The placements the dump's ``leader-decisions.log`` shows (``collect.leader_log.placements``) ->
+    leader_placement rows, numbered in log order (``seq``)."""
+    out.rows[LEADER_PLACEMENT.name].extend(
+        {"cluster": cluster, "ts": tick_of(p.at_ms), "seq": k, "broker": p.broker, "thread": p.thread,
+         "bundle": p.bundle, "candidates": p.candidates, "selected": p.selected, "lookup": p.lookup}
+        for k, p in enumerate(placements(lines)))
 
 
 def epoch_ms(ts: datetime) -> int:

@@ -14,6 +14,8 @@ the ``lbreplay`` database, input tables partitioned by ``cluster`` and ``date``)
   shedding timer (:mod:`lbreplay.kernel.leader_election`).
 - ``shedding_run`` — each run of the leader's shedding task that the dump's leader log shows
   (``leader-decisions.log``): when it really ran, late behind its timer minute by its earlier runs' durations.
+- ``leader_placement`` — each placement (``ModularLoadManagerImpl.selectBroker``) the brokers' logs show in the
+  dump's ``leader-decisions.log``: a client's lookup, or a shedding run's own destination choice.
 - ``validation_runs`` — one row per (cluster, table, Delta version) validation, read by replays to refuse
   unvalidated or failing input.
 """
@@ -228,6 +230,31 @@ BROKER_DEPARTURE = Table(
     validated=True, replayed=True, dump_kinds=(METADATA_VERSIONS_KIND,),
 )
 
+LEADER_PLACEMENT = Table(
+    "leader_placement",
+    (
+        _c("cluster", "STRING", "cluster name", False),
+        _c("ts", "TIMESTAMP", "when the broker logged 'N brokers being considered for assignment of <bundle>' (UTC, "
+           "ms; ModularLoadManagerImpl.selectBroker, one call of the placement strategy)", False),
+        _c("seq", "INT", "the line's place among the log's placement lines (0, 1, ...): the order of one millisecond's",
+           False),
+        _DATE,
+        _c("broker", "STRING", "the broker that logged it (the line's host:port prefix); null when unprefixed"),
+        _c("thread", "STRING", "the logging thread: pulsar-load-manager-* is doLoadShedding's own destination choice, "
+           "any other a lookup (selectBrokerForAssignment of a bundle not preallocated)", False),
+        _c("bundle", "STRING", "the bundle placed, tenant/ns/0xLLLLLLLL_0xUUUUUUUU", False),
+        _c("candidates", "INT", "brokerCandidateCache.size() after the filters (the logged N)", False),
+        _c("selected", "STRING", "the broker the strategy chose (DEBUG 'Selected broker Optional[<b>]' of the same "
+           "thread); null when not logged or Optional.empty"),
+        _c("lookup", "BOOLEAN", "a lookup (not on a pulsar-load-manager-* thread)", False),
+    ),
+    ("cluster", "date"),
+    ("cluster", "ts", "seq"),
+    "Placements the brokers logged (ModularLoadManagerImpl.selectBroker), from the dump's leader log: an audit "
+    "replays the leader's lookups; none: the recording holds no placement lines.",
+    validated=True, replayed=True, dump_kinds=(LEADER_LOG_KIND,),
+)
+
 VALIDATION_RUNS = Table(
     "validation_runs",
     (
@@ -250,6 +277,7 @@ VALIDATION_RUNS = Table(
 
 #: The tables this module declares, in the registry's order (:mod:`lbreplay.lake.registry`).
 TABLES: tuple[Table, ...] = (BUNDLE_DATA, BROKER_TIME_AVERAGE, BROKER_LOAD_DATA_EXT, TOP_BUNDLES_LOAD_DATA,
-                             TOP_BUNDLES_PUBLICATION, LEADER_ELECTION, SHEDDING_RUN, BROKER_DEPARTURE, VALIDATION_RUNS)
+                             TOP_BUNDLES_PUBLICATION, LEADER_ELECTION, SHEDDING_RUN, BROKER_DEPARTURE, LEADER_PLACEMENT,
+                             VALIDATION_RUNS)
 DUMP_TABLES: dict[str, Table] = {t.name: t for t in TABLES if t.role == INPUT}
 """Input tables written by ``lbreplay ingest`` in addition to ``broker_load`` and ``bundle_load``."""

@@ -52,6 +52,7 @@ from lbreplay.lake.dump_tables import (
     BROKER_TIME_AVERAGE,
     BUNDLE_DATA,
     LEADER_ELECTION,
+    LEADER_PLACEMENT,
     SHEDDING_RUN,
     TOP_BUNDLES_LOAD_DATA,
     TOP_BUNDLES_PUBLICATION,
@@ -467,6 +468,7 @@ SUITES: dict[str, tuple[Rule, ...]] = {
         Rule("broker_not_null", "not_null", ("broker",)),
     ),
     SHEDDING_RUN.name: (*_key_rules(SHEDDING_RUN),),
+    LEADER_PLACEMENT.name: (*_key_rules(LEADER_PLACEMENT),),
     BROKER_DEPARTURE.name: (
         *_key_rules(BROKER_DEPARTURE),
         Rule("broker_not_null", "not_null", ("broker",)),

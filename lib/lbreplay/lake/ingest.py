@@ -86,6 +86,7 @@ from lbreplay.lake.dump_rows import (
     broker_departures,
     leader_elections,
     leader_log_lines,
+    leader_placement_rows,
     load_data_tombstones,
     parse_file,
     shedding_run_rows,
@@ -134,6 +135,7 @@ def read_dumps(source: str | Path, cluster: str) -> DumpRows:
     runs = shedding_runs(lines)
     leader_elections(root, cluster, out, runs)
     shedding_run_rows(runs, cluster, out, lines)  # after the reports: a run's printed reports are among them
+    leader_placement_rows(lines, cluster, out)
     load_data_tombstones(root, cluster, out)
     top_bundles_tombstones(root, cluster, out)
     topic_stats_rows(root, cluster, out)  # after the reports: topics are stamped at their times

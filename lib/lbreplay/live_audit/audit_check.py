@@ -59,6 +59,7 @@ from lbreplay.live_audit.leader_view import (
     shedding_phase_ms,
     write_leader_view,
 )
+from lbreplay.live_audit.lookup_check import audit_lookups, lookup_report, render_lookups
 
 RUN_STEP_MS = 1_000  # a shedding run's lag behind its timer tick moves by at most this since the previous run
 
@@ -475,6 +476,7 @@ def check(dump: Path, work: Path, cluster: str, broker_conf: Path | None, spark:
                   matched_decisions=matched_rows(cmp),
                   differences=explain(spark, lake, audited, dump, cmp, ticks, bundle_table),
                   audited_ticks=[_iso(ticks[0]), _iso(ticks[-1])] if ticks else [])
+    report["lookups"] = lookup_report(leader_log(dump), dumped.rows, functools.partial(audit_lookups, spark, lake, run_id))
     report["result"] = "compared"
     _write(work, report)
     return report
@@ -575,6 +577,7 @@ def render(report: dict[str, Any]) -> str:
                          f"{dest['same'] + dest['drawn']} counting {dest['drawn']} drawn at random "
                          f"({dest['owner_kept']} the leader's placement kept on the owner, the audit's moved; "
                          f"{dest['audit_kept']} the audit's kept, the leader's moved)")
+        lines += render_lookups(report.get("lookups"))
         for d in report.get("leader_after_the_recording", []):
             lines.append(f"  not audited: {d['at']} {d['action']} {d['bundle']} from {d['source']} ({d['cause']})")
         for m in report["matched_decisions"]:

@@ -121,7 +121,8 @@ class Replay:
                         timer_minute=obs.timer_minute,
                         leader_broker=None if self.closed_loop else obs.leader_broker,
                         timer_lag_ms=None if self.closed_loop and not recorded else obs.timer_lag_ms,
-                        recorded=self._recorded_load_data(obs, recorded, wmax, limit))
+                        recorded=self._recorded_load_data(obs, recorded, wmax, limit),
+                        lookups=None if self.closed_loop else obs.lookups)
         decisions = self.leader.tick(view, ownership)
         for d in decisions:
             self.seq += 1

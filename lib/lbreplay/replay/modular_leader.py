@@ -16,7 +16,9 @@ Each tick
 4. orphans and split children are placed with ``selectBrokerForAssignment`` (closed loop only). In an audit of a
    recording whose leader is known, the split children's lookups are replayed too: the leader preallocates them
    (``preallocateBundle``), and its next placements and shedding destinations count them until ``updateBundleData``
-   drops them (every preallocation the leader itself does not own, ``getOwnedServiceUnits()``).
+   drops them (every preallocation the leader itself does not own, ``getOwnedServiceUnits()``). An audit of a
+   recording with placement lines (``leader_placement``) replays the lookups its leader logged instead, each at
+   the start of the first tick at or after it, on the LoadData the previous tick left (ASSIGN decisions).
 """
 
 from __future__ import annotations
@@ -95,8 +97,11 @@ class ModularLeader:
     # ---------------------------------------------------------------- the cycle
     def tick(self, view: LoadView, ownership: Ownership) -> list[Decision]:
         conf = self.conf
+        looked_up = self._lookups(view) if self.ld is not None else None  # on the LoadData the last tick left
         write = self._write_reports(view)
         ld = self._leader_view(ownership.layout, view.bundle_values, write, view.alive, view.ts_ms, view.listings)
+        if looked_up is None:  # the first tick: no earlier LoadData, the lookups go on this one before its refresh
+            looked_up = self._lookups(view)
         writes = int(write.sum())
         # a recorded broker gone (its znode deleted) notifies the leader as a write does: one more updateAll (a
         # generated history keeps its modelled refreshes, at report writes only)
@@ -106,7 +111,7 @@ class ModularLeader:
         samples = refresh  # updateAll per notification; the quota task's writeBundleDataOnZooKeeper samples once
         quota = self.timers.quota_due(view.ts_ms, view.timer_minute)
         shed = self.timers.shedding_due(view.ts_ms, view.timer_minute)
-        decisions: list[Decision] = []
+        decisions: list[Decision] = looked_up
         to_assign: list[str] = []
         if shed and quota and self.timers.first_runs_together(view.timer_minute):
             # both tasks' first runs fall at the same instant: startLoadBalancerTasks scheduled LoadSheddingTask
@@ -247,7 +252,7 @@ class ModularLeader:
                 if d.unload:
                     to_assign += d.children
                 changed = True
-            elif d.unload and view.leader_broker is not None:
+            elif d.unload and view.leader_broker is not None and view.lookups is None:  # (logged lookups cover them)
                 looked_up += d.children
             parent_owner = owner_of[d.bundle]
             details = dict(d.details)
@@ -262,6 +267,19 @@ class ModularLeader:
             # preallocates each (ModularLoadManagerWrapper.getLeastLoaded, no affinity for a split child)
             self.manager.assign(looked_up, self.ld)
         return out
+
+    def _lookups(self, view: LoadView) -> list[Decision]:
+        """An audit of a recording with placement lines: the lookups its leader logged since the last tick, in
+        logged order, each ``selectBrokerForAssignment`` on the leader's LoadData (``ModularLoadManagerWrapper.
+        getLeastLoaded``: preallocation; the strategy's own state, e.g. ``RoundRobinBrokerSelector``'s counter,
+        moves with every call); an ASSIGN each, to the kernel's choice. The ownership stays the recorded one."""
+        if not view.lookups or self.ld is None or not view.alive.any():
+            return []
+        placed = self.manager.assign([bundle for _, bundle in view.lookups], self.ld)
+        draws = self.manager.assign_draws
+        return [with_draw(view.decision("ASSIGN", bundle, None, broker, "recorded lookup (selectBrokerForAssignment)",
+                                        self.placement_strategy, {"logged_at_ms": float(ms)}), draws.get(bundle))
+                for (ms, bundle), (_, broker) in zip(view.lookups, placed)]
 
     def _assign(self, bundles: list[str], view: LoadView, ownership: Ownership) -> list[Decision]:
         """``selectBrokerForAssignment`` for each unowned bundle in order (its next lookup)."""

@@ -26,6 +26,7 @@ import numpy as np
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
+from lbreplay.collect.leader_log import logged_by_leader
 from lbreplay.errors import InvalidInputError, UsageError
 from lbreplay.kernel.leader_election import count_timer_minutes
 from lbreplay.lake import tables
@@ -35,6 +36,7 @@ from lbreplay.lake.dump_tables import (
     BROKER_LOAD_DATA_EXT,
     BUNDLE_DATA,
     LEADER_ELECTION,
+    LEADER_PLACEMENT,
     SHEDDING_RUN,
     TOP_BUNDLES_LOAD_DATA,
     TOP_BUNDLES_PUBLICATION,
@@ -75,10 +77,11 @@ def input_versions(spark: SparkSession, lake: str, cluster: str) -> dict[str, in
     """Current Delta version of each input table that exists (from the Delta log, no Spark job), ``bundle_data``
     (the leader's stored BundleData, :mod:`~lbreplay.replay.stored_bundle_data`), ``leader_election`` (the
     leader's shedding timer, :mod:`~lbreplay.kernel.leader_election`), ``shedding_run`` (its runs its log shows)
-    ``broker_departure`` (brokers whose znode was deleted) and the extensible load manager's
-    ``broker_load_data_ext`` / ``top_bundles_load_data`` / ``top_bundles_publication`` included."""
-    extra = {t.name: t for t in (BUNDLE_DATA, LEADER_ELECTION, SHEDDING_RUN, BROKER_DEPARTURE, BROKER_LOAD_DATA_EXT,
-                                 TOP_BUNDLES_LOAD_DATA, TOP_BUNDLES_PUBLICATION)}
+    ``broker_departure`` (brokers whose znode was deleted), ``leader_placement`` (the placements its log shows) and
+    the extensible load manager's ``broker_load_data_ext`` / ``top_bundles_load_data`` / ``top_bundles_publication``
+    included."""
+    extra = {t.name: t for t in (BUNDLE_DATA, LEADER_ELECTION, SHEDDING_RUN, BROKER_DEPARTURE, LEADER_PLACEMENT,
+                                 BROKER_LOAD_DATA_EXT, TOP_BUNDLES_LOAD_DATA, TOP_BUNDLES_PUBLICATION)}
     return {name: v for name, table in {**tables.INPUT_TABLES, **extra}.items()
             if (v := delta_version(spark, lake, table)) is not None}
 
@@ -313,15 +316,14 @@ def prepare(spark: SparkSession, lake: str, cluster: str, versions: dict[str, in
 
     (brokers, calib, versioned, mape), (namespaces, files, traffic), stored = run_concurrently(
         broker_side, namespace_side, lambda: write_stored_bundle_data(spark, lake, cluster, versions, window, stream))
-    timer, lead_in_timer = leader_timer(spark, lake, cluster, versions, window, broker_load) if versioned \
-        else (dict(NO_TIMER), 0)
-    departures = broker_departures(spark, lake, cluster, versions, window, brokers) if versioned else None
+    timer, lead_in_timer, departures, lookups = recorded_events(spark, lake, cluster, versions, window, broker_load,
+                                                                brokers) if versioned else (dict(NO_TIMER), 0, None, None)
     manifest = StreamManifest(brokers, namespaces, calib.cpu_base.tolist(), calib.cpu_per_msg.tolist(), has_topics,
                               stream, versioned=versioned, bundle_data=stored,
                               lead_in_ticks=lead_in_ticks + lead_in_timer, extensible=extensible,
                               bandwidth_in_per_byte=_floats(calib.bandwidth_in_per_byte),
                               bandwidth_out_per_byte=_floats(calib.bandwidth_out_per_byte), calibration_mape=mape,
-                              recorded_traffic=traffic, departures=departures, **timer)
+                              recorded_traffic=traffic, departures=departures, lookups=lookups, **timer)
     if files is not None:
         manifest.topic_files = files
         manifest.topic_window_us = list(window.epoch_micros()) if window else [None, None]
@@ -443,6 +445,35 @@ def broker_departures(spark: SparkSession, lake: str, cluster: str, versions: di
     rows = read_pinned(spark, lake, BROKER_DEPARTURE.name, versions, cluster, before_end).select(
         F.unix_millis("ts"), "broker").collect()
     return departure_rows(((int(r[0]), str(r[1])) for r in rows), brokers)
+
+
+def recorded_events(spark: SparkSession, lake: str, cluster: str, versions: dict[str, int], window: TimeWindow | None,
+                    broker_load: DataFrame, brokers: list[str]
+                    ) -> tuple[dict[str, Any], int, list[list[int]] | None, list[list[Any]] | None]:
+    """A recording's events for the manifest: the leader's timer (:func:`leader_timer`, and its ticks before the
+    window), the brokers' departures (:func:`broker_departures`) and the leader's lookups (:func:`leader_lookups`)."""
+    timer, lead_in_timer = leader_timer(spark, lake, cluster, versions, window, broker_load)
+    departures, lookups = run_concurrently(lambda: broker_departures(spark, lake, cluster, versions, window, brokers),
+                                           lambda: leader_lookups(spark, lake, cluster, versions, window, timer))
+    return timer, lead_in_timer, departures, lookups
+
+
+def leader_lookups(spark: SparkSession, lake: str, cluster: str, versions: dict[str, int], window: TimeWindow | None,
+                   timer: dict[str, Any]) -> list[list[Any]] | None:
+    """The lookups a recording's leader logged before the window's end (``leader_placement``: not on a
+    ``pulsar-load-manager-*`` thread; logged by the broker the latest election before it elected, per the timer's
+    ``leader_elections`` / ``leader_brokers``, or by an unnamed broker), as [epoch ms, bundle] in logged order;
+    None when the recording holds no placement line."""
+    if LEADER_PLACEMENT.name not in versions:
+        return None
+    before_end = TimeWindow(None, window.end) if window is not None and window.end is not None else None
+    rows = read_pinned(spark, lake, LEADER_PLACEMENT.name, versions, cluster, before_end).select(
+        F.unix_millis("ts").alias("ms"), "seq", "broker", "lookup", "bundle").orderBy("ms", "seq").collect()
+    if not rows:
+        return None
+    elections, leaders = timer.get("leader_elections"), timer.get("leader_brokers")
+    return [[int(r["ms"]), str(r["bundle"])] for r in rows
+            if r["lookup"] and logged_by_leader(r["broker"], int(r["ms"]), elections, leaders)]
 
 
 def write_stored_bundle_data(spark: SparkSession, lake: str, cluster: str, versions: dict[str, int],

@@ -134,23 +134,39 @@ def ticks_from_stream(manifest: StreamManifest, hold_ms: int | None = None) -> I
     out = leader_held_view(_stream_ticks(manifest), len(manifest.broker_ids), hold_ms, versioned=manifest.versioned,
                            elections_ms=manifest.leader_elections, leader_brokers=manifest.leader_brokers,
                            runs_ms=manifest.shedding_runs, departures=manifest.departures,
-                           reads_ms=manifest.shedding_reads)
+                           reads_ms=manifest.shedding_reads, lookups=manifest.lookups)
     return _numbered_from_window(out, manifest.lead_in_ticks) if manifest.lead_in_ticks else out
 
 
 def leader_held_view(ticks: Iterator[ObservedTick], nb: int, hold_ms: int | None, *, versioned: bool = True,
                      elections_ms: list[int] | None = None, leader_brokers: list[str] | None = None,
                      runs_ms: list[int] | None = None, departures: list[list[int]] | None = None,
-                     reads_ms: list[int | None] | None = None) -> Iterator[ObservedTick]:
+                     reads_ms: list[int | None] | None = None,
+                     lookups: list[list[Any]] | None = None) -> Iterator[ObservedTick]:
     """What the leader holds at each tick of a recording's stream, the one composition every replay of a recording
     uses: report versions held (:func:`held_reports`), the elected leader's timer ticks (:func:`with_leader_timer`),
-    then the brokers that left dropped (:func:`without_departed`)."""
+    then the brokers that left dropped (:func:`without_departed`) and the leader's logged lookups
+    (:func:`with_lookups`)."""
     out = held_reports(ticks, nb, hold_ms) if versioned else ticks
     if elections_ms:
         out = with_leader_timer(out, elections_ms, leader_brokers, runs_ms, reads_ms)
     if departures:
         out = without_departed(out, departures)
+    if lookups is not None:
+        out = with_lookups(out, lookups)
     return out
+
+
+def with_lookups(ticks: Iterator[ObservedTick], lookups: list[list[Any]]) -> Iterator[ObservedTick]:
+    """Each tick with the lookups (``[epoch ms, bundle]``, logged order) the leader logged since the previous tick
+    (the first tick: every one up to it), as ``ObservedTick.lookups``; lookups after the last tick are left out."""
+    at = 0
+    for obs in ticks:
+        start = at
+        while at < len(lookups) and int(lookups[at][0]) <= obs.ts_ms:
+            at += 1
+        obs.lookups = tuple((int(ms), str(b)) for ms, b in lookups[start:at])
+        yield obs
 
 
 def departure_rows(departures: Iterable[tuple[int, str]], brokers: list[str]) -> list[list[int]] | None:
