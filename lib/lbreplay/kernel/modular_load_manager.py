@@ -19,6 +19,7 @@ import numpy as np
 from lbreplay.errors import InvalidInputError, UsageError
 from lbreplay.kernel.bundle_split import SplitDecision, check_namespace_bundle_split
 from lbreplay.kernel.config import PulsarConfig, short_class
+from lbreplay.kernel.guava_multimap import plan_order
 from lbreplay.kernel.leader_state import LeaderState
 from lbreplay.kernel.load_data import LoadData, StoredRead, derived_cache, update_bundle_data
 from lbreplay.kernel.naming import split_bundle_name
@@ -95,7 +96,8 @@ def do_load_shedding(
     * Nothing when ``loadBalancerEnabled``/``loadBalancerSheddingEnabled`` is off, or when at most one broker is
       available ("Only 1 broker available") -- the strategy is not called, so its state does not advance.
     * Prunes ``recentlyUnloadedBundles`` by the grace period, then asks the strategy for its plan.
-    * Brokers of the plan are visited in sorted id order (Java: the multimap's hash order), bundles in plan order.
+    * Brokers of the plan are visited in the strategy's ``ArrayListMultimap`` order (``asMap().forEach``: its
+      ``HashMap``'s iteration order, :mod:`lbreplay.kernel.guava_multimap`), bundles in plan order.
       Skipped: shedding-excluded namespaces (PIP-380), bundles no other broker may own under the namespace
       isolation policies (2.11+), anti-affinity refusals. [3.x+] The destination is ``selectBroker`` (full pipeline, no
       preallocation, the owner stays a candidate); none or the owner itself -> skipped (the owner itself: WARN "The
@@ -143,12 +145,10 @@ def _shed(
     place = selection(ld, conf, placement_strategy, leader_state, policies, avail) if check_policies else None
     issued: list[Unload] = []
     try:
-        by_broker: dict[str, list[Unload]] = {}
-        for u in plan:
-            by_broker.setdefault(u.broker, []).append(u)
-        for broker in sorted(by_broker):
+        # asMap().forEach over the strategy's ArrayListMultimap: brokers in its HashMap's order, bundles as put
+        for broker, bundles in plan_order(shedder, ((u.broker, u) for u in plan), conf["pulsarVersion"]):
             source = br.index(broker)
-            for u in by_broker[broker]:
+            for u in bundles:
                 ns, _ = split_bundle_name(u.bundle)
                 if excluded and policies.is_shedding_excluded(ns):
                     continue

@@ -5,15 +5,20 @@ enough throughput to land 5 % below it (``ADDITIONAL_THRESHOLD_PERCENT_MARGIN``)
 bundles first. Equality counts as overloaded (the source skips only ``usage < threshold``); there is no
 minimum-throughput gate; a broker with a single bundle is only warned about. The usage is
 ``getMaxResourceUsage()`` before PIP-358 and the weighted max since 4.0 (``overload_check_usage``).
-No cross-tick state. Brokers are visited in ``LoadData.getBrokerData()``'s JVM order and bundles of equal
-throughput keep ``getBundleDataForLoadShedding()``'s order (:mod:`lbreplay.kernel.load_data_order`).
+Across ticks only the table length of ``selectedBundlesCache`` (the ``ArrayListMultimap`` field the plan is put
+into, cleared each call; state key ``selectedBundlesCache``, :mod:`lbreplay.kernel.guava_multimap`). Brokers are
+visited in ``LoadData.getBrokerData()``'s JVM order and bundles of equal throughput keep
+``getBundleDataForLoadShedding()``'s order (:mod:`lbreplay.kernel.load_data_order`).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from lbreplay.kernel.config import PulsarConfig
+from lbreplay.kernel.guava_multimap import SelectedBundlesCache
 from lbreplay.kernel.load_data import LoadData
 from lbreplay.kernel.load_data_order import broker_data_order
 from lbreplay.kernel.resource_usage import overload_check_usage
@@ -36,7 +41,19 @@ SKIPS = ("NoBrokers", "Balanced", "NoBundles", "SoleBundle", "NoCandidates")
 
 
 class OverloadShedder(StatelessShedder):
-    """``OverloadShedder.findBundlesForUnloading``; stateless across ticks."""
+    """``OverloadShedder.findBundlesForUnloading``; across ticks only its plan multimap's table length."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.selected_bundles_cache = SelectedBundlesCache()  # the plan's multimap: its table kept across runs
+
+    def get_state(self) -> dict[str, Any]:
+        table = self.selected_bundles_cache.get_state()
+        return {"selectedBundlesCache": table} if table else {}
+
+    def set_state(self, state: dict[str, Any] | None) -> None:
+        self.selected_bundles_cache = SelectedBundlesCache()
+        self.selected_bundles_cache.set_state((state or {}).get("selectedBundlesCache"))
 
     def find_bundles_for_unloading(self, ld: LoadData, conf: PulsarConfig) -> list[Unload]:
         brokers = ld.brokers

@@ -16,7 +16,9 @@ highest-EWMA broker above ``avg - threshold`` that owns more than one bundle.
 
 Brokers are visited in ``LoadData.getBrokerData()``'s JVM order (:mod:`lbreplay.kernel.load_data_order`), so the
 lower-boundary tie (strict ``>``, first wins) goes to the first broker in that order and the average is summed
-sequentially in it; bundles of equal throughput keep ``getBundleDataForLoadShedding()``'s order.
+sequentially in it; bundles of equal throughput keep ``getBundleDataForLoadShedding()``'s order. The plan is the
+field ``selectedBundlesCache`` (an ``ArrayListMultimap`` cleared each call), whose table length is kept in the state
+(``selectedBundlesCache``, :mod:`lbreplay.kernel.guava_multimap`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from lbreplay.kernel.config import PulsarConfig
+from lbreplay.kernel.guava_multimap import SelectedBundlesCache
 from lbreplay.kernel.load_data import LoadData
 from lbreplay.kernel.load_data_order import broker_data_order
 from lbreplay.kernel.resource_usage import weighted_max_usage
@@ -57,6 +60,7 @@ class ThresholdShedder(ShedderReport):
     def __init__(self) -> None:
         super().__init__()
         self.broker_avg_resource_usage: dict[str, float] = {}
+        self.selected_bundles_cache = SelectedBundlesCache()  # the plan's multimap: its table kept across runs
 
     # --- EWMA -----------------------------------------------------------------------------------
     def _advance(self, ld: LoadData, usage: np.ndarray, conf: PulsarConfig) -> tuple[np.ndarray, float]:
@@ -195,10 +199,15 @@ class ThresholdShedder(ShedderReport):
         """No pending state."""
 
     def get_state(self) -> dict[str, Any]:
-        return {"brokerAvgResourceUsage": dict(sorted(self.broker_avg_resource_usage.items()))}
+        out: dict[str, Any] = {"brokerAvgResourceUsage": dict(sorted(self.broker_avg_resource_usage.items()))}
+        if self.selected_bundles_cache.get_state():
+            out["selectedBundlesCache"] = self.selected_bundles_cache.get_state()
+        return out
 
     def set_state(self, state: dict[str, Any] | None) -> None:
         state = state or {}
         self.broker_avg_resource_usage = {
             str(k): float(v) for k, v in (state.get("brokerAvgResourceUsage") or {}).items()
         }
+        self.selected_bundles_cache = SelectedBundlesCache()
+        self.selected_bundles_cache.set_state(state.get("selectedBundlesCache"))

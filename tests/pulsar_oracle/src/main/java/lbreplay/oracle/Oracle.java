@@ -337,14 +337,16 @@ public final class Oracle {
             throw e;
         }
         ArrayNode unload = (ArrayNode) resp.get("unload");
-        for (Map.Entry<String, Collection<String>> e : new TreeMap<>(plan.asMap()).entrySet()) {
-            for (String bundle : e.getValue()) {
+        // ModularLoadManagerImpl.doLoadShedding: bundlesToUnload.asMap().forEach -- the jar's own multimap (an
+        // ArrayListMultimap: brokers in its backing HashMap's order, bundles as put; kernel/guava_multimap.py)
+        plan.asMap().forEach((broker, bundles) -> {
+            for (String bundle : bundles) {
                 ObjectNode u = unload.addObject();
-                u.put("broker", e.getKey());
+                u.put("broker", broker);
                 u.put("bundle", bundle);
                 u.putNull("destination");
             }
-        }
+        });
     }
 
     static void assign(Instances inst, ServiceConfiguration conf, LoadData loadData, String bundle, ObjectNode resp)

@@ -154,8 +154,10 @@ final class Pipeline {
      * (2.11+), {@code shouldAntiAffinityNamespaceUnload}, and (3.0+) the destination {@code selectBroker(bundle)}
      * (package-private), skipping the bundle when there is none or it is the owner. 2.x unloads without a
      * destination (null). {@code doLoadShedding} itself is not called: it prunes with {@code System.currentTimeMillis()}
-     * and unloads through {@code PulsarAdmin}; this loop is its body with the request's clock. Brokers of the plan are
-     * visited in sorted order (the multimap's hash order in Pulsar, docs/how-we-know.md).
+     * and unloads through {@code PulsarAdmin}; this loop is its body with the request's clock. The planned bundles are
+     * walked in the order {@link Oracle#shed} lists them: the strategy's own multimap's {@code asMap().forEach}, as
+     * {@code doLoadShedding} walks it (the strategy instance, and so its {@code selectedBundlesCache}, is the
+     * sequence's).
      */
     static void doLoadShedding(Oracle.Instances inst, ServiceConfiguration conf, LoadData loadData, long now,
                                JsonNode req, ObjectNode resp) throws Exception {
