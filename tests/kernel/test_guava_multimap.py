@@ -5,7 +5,8 @@ OverloadShedder / ThresholdShedder / UniformLoadShedder return their ``selectedB
 call, its ``HashMap`` table kept), AvgShedder a fresh ``ArrayListMultimap.create()``. Random histories of runs
 (puts of broker ids, some sharing a bin, and bundle names) go through tests/kernel/java/GuavaMultimapOrder.java on
 the Guava jars the Pulsar lines depend on (31.0.1-jre: 2.11.0, a table of 32; 32.0.0-jre: 2.10.5 and 33.6.0-jre:
-5.0.0-M1, a table of 16), taken from the local Maven repository (skipped when absent); the walk must be equal.
+5.0.0-M1, a table of 16), taken from the local Maven repository (resolved with mvn when absent); the walk must be
+equal.
 """
 
 from __future__ import annotations
@@ -67,8 +68,11 @@ class Guava(JdkProcess):
 @pytest.fixture(scope="module", params=sorted(GUAVA_LINES))
 def guava(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Guava]:
     jar = M2 / request.param / f"guava-{request.param}.jar"
+    if not jar.exists() and shutil.which("mvn") is not None:  # a fresh machine: resolve it from Maven Central
+        subprocess.run(["mvn", "-q", "dependency:get", f"-Dartifact=com.google.guava:guava:{request.param}",
+                        "-Dtransitive=false"], check=False, stdout=subprocess.DEVNULL, timeout=300)
     if shutil.which("javac") is None or not jar.exists():
-        pytest.skip(f"javac or guava-{request.param}.jar (local Maven repository) missing")
+        pytest.skip(f"javac or guava-{request.param}.jar (local Maven repository, mvn) missing")
     classes = tmp_path_factory.mktemp("guava")
     subprocess.run(["javac", "-cp", str(jar), "-d", str(classes), str(JAVA_DIR / "GuavaMultimapOrder.java")],
                    check=True)

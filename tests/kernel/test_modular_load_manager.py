@@ -192,9 +192,10 @@ def test_completed_callback_runs_even_when_placement_fails() -> None:
     assert shedder.completed == {f"t/n1/{FULL}"}
 
 
-def test_brokers_visited_in_sorted_order() -> None:
-    """The plan's brokers are visited in sorted id order (Java: multimap hash order), so LRUWW's per-call EWMA
-    and the order of issued unloads are deterministic."""
+def test_brokers_visited_in_the_plans_multimap_order() -> None:
+    """The plan's brokers are visited in its ``ArrayListMultimap``'s order (``asMap().forEach``: the backing
+    ``HashMap``'s, a table of 16 on 4.0; :mod:`lbreplay.kernel.guava_multimap`), not in the order planned: c was
+    put first, but "a:8080" comes first in that table, so LRUWW's per-call EWMA and the issued unloads follow."""
     w = _world()
     w.bundles[f"t/cc/{FULL}"] = Bu(owner="c:8080", long_rate=(1, 1))
     ld = w.build()
