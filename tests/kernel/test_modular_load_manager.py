@@ -15,7 +15,13 @@ from lbreplay.kernel.config import PulsarConfig
 from lbreplay.kernel.least_long_term_message_rate import LeastLongTermMessageRate
 from lbreplay.kernel.least_resource_usage_with_weight import LeastResourceUsageWithWeight
 from lbreplay.kernel.load_data import THR_IN, THR_OUT, LoadData
-from lbreplay.kernel.modular_load_manager import RunClock, assign, create_strategies, do_load_shedding
+from lbreplay.kernel.modular_load_manager import (
+    RunClock,
+    assign,
+    assign_detailed,
+    create_strategies,
+    do_load_shedding,
+)
 from lbreplay.kernel.placement import LeaderState
 from lbreplay.kernel.policies import NamespacePolicies
 from lbreplay.kernel.strategy import Unload
@@ -224,6 +230,25 @@ def test_assign_in_order_with_preallocation() -> None:
                  leader, NamespacePolicies(), np.random.default_rng(0))
     # Default BundleData is 100 msg/s: a scores 0 -> x/1; 100 < 150 -> x/2; x/1 cached; 200 > 150 -> x/3 on b.
     assert got == [(f"x/1/{FULL}", "a:8080"), (f"x/2/{FULL}", "a:8080"), (f"x/1/{FULL}", "a:8080"), (f"x/3/{FULL}", "b:8080")]
+
+
+def test_an_observed_lookup_is_preallocated_where_the_leader_put_it() -> None:
+    """An audit's logged lookup (``observed``: the leader's "Selected broker"): the strategy is called as on the
+    leader and its own choice is returned, but ``preallocateBundle`` goes to the leader's broker, so the next
+    placement scores that broker with the bundle's default 100 msg/s (``LeastLongTermMessageRate.getScore``)."""
+    ld = World(brokers={"a:8080": Br(long_rate_in=0), "b:8080": Br(long_rate_in=150)}).build()
+    leader = LeaderState.from_load_data(ld)
+    c = conf(loadBalancerDistributeBundlesEvenlyEnabled=False)
+    got = assign_detailed([f"x/1/{FULL}", f"x/2/{FULL}"], ld, c, LeastLongTermMessageRate(), leader,
+                          NamespacePolicies(), np.random.default_rng(0), observed={f"x/1/{FULL}": "b:8080"})
+    # a scores 0 -> the strategy picks a for x/1, but the leader put it on b (250 now); x/2 then goes to a
+    assert [(b, p.broker) for b, p in got] == [(f"x/1/{FULL}", "a:8080"), (f"x/2/{FULL}", "a:8080")]
+    assert ld.preallocated_bundle_to_broker == {f"x/1/{FULL}": "b:8080", f"x/2/{FULL}": "a:8080"}
+    ld = World(brokers={"a:8080": Br(long_rate_in=0), "b:8080": Br(long_rate_in=150)}).build()
+    assign_detailed([f"x/1/{FULL}"], ld, c, LeastLongTermMessageRate(), LeaderState.from_load_data(ld),
+                    NamespacePolicies(), np.random.default_rng(0),
+                    observed={f"x/1/{FULL}": "gone:8080"})  # not a broker of this LoadData: its own choice
+    assert ld.preallocated_bundle_to_broker == {f"x/1/{FULL}": "a:8080"}
 
 
 def test_create_strategies_pairs_avg_shedder() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lbreplay.live_audit.audit_check import check, leader_decisions
+from lbreplay.live_audit.audit_check import check, destinations, leader_decisions
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "samples" / "real-modular-overload-shedder"
 B1, B2, B3 = "127.0.0.1:18081", "127.0.0.1:18082", "127.0.0.1:18083"
@@ -81,8 +81,12 @@ def test_audit_reproduces_the_overload_shedder_leader(spark, lake: str, tmp_path
     extra = report["differences"]
     assert all(d["side"] == "audit-only" and d["cause"].startswith("destination: ") for d in extra)
     assert [(d["tick"], d["decision"]["bundle"], d["decision"]["source"]) for d in extra] == OWNER_KEPT
+    # every destination is the leader's or drawn at random among brokers holding it: the 2 matched unloads placed
+    # otherwise and the 4 the leader's draw kept on the owner (LeastLongTermMessageRate: every candidate +inf, a tie)
+    assert destinations(report) == {"compared": 12, "same": 6, "owner_kept": 4, "audit_kept": 0, "drawn": 6}
+    assert report["agreement_with_draws"] == 1.0
     runs = report["shedding_runs"]
     assert (runs["elections"], runs["leader"], runs["leader_on_timer"]) == (1, 6, 6)
     # its 13 placement lines are its shedding runs' own: no lookup to place
-    assert report["lookups"] == {"logged": 0, "placed": 0, "compared": 0, "same": 0, "differences": [],
+    assert report["lookups"] == {"logged": 0, "placed": 0, "compared": 0, "same": 0, "drawn": 0, "differences": [],
                                  "not_placed": []}

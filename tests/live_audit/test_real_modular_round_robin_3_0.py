@@ -71,8 +71,8 @@ def test_audit_reproduces_the_3_0_round_robin_leader(spark, lake: str, tmp_path:
                for m in report["matched_decisions"] if m["action"] == "UNLOAD"]
     assert unloads == UNLOADS
     assert all(m["leader_target"] == m["audit_target"] for m in report["matched_decisions"] if m["action"] == "UNLOAD")
-    assert report["lookups"] == {"logged": 16, "placed": 16, "compared": 16, "same": 16, "differences": [],
-                                 "not_placed": []}
+    assert report["lookups"] == {"logged": 16, "placed": 16, "compared": 16, "same": 16, "drawn": 0,
+                                 "differences": [], "not_placed": []}
     runs = report["shedding_runs"]
     assert (runs["elections"], runs["leader"], runs["audit"], runs["leader_on_timer"]) == (1, 8, 8, 8)
     row = spark.read.format("delta").load(f"{lake}/runs").where(f"run_id = '{report['run_id']}'").first()

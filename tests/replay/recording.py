@@ -126,14 +126,14 @@ def replay_results(sample: Path, mode: str, broker_conf: Path | None = None,
 
 def recorded_lookups(rows: dict[str, list[dict[str, Any]]]) -> list[list[Any]] | None:
     """The recording's ``leader_placement`` rows as the replay's stream holds them (``preparation.leader_lookups``):
-    the leader's lookups, [ms, bundle] in logged order; None without placement lines."""
+    the leader's lookups, [ms, bundle, selected broker or None] in logged order; None without placement lines."""
     from lbreplay.collect.leader_log import logged_by_leader
 
     elected = sorted((_ms(r["ts"]), r["broker"]) for r in rows["leader_election"])
     placed = sorted(rows.get("leader_placement", ()), key=lambda r: (_ms(r["ts"]), r["seq"]))
     if not placed:
         return None
-    return [[_ms(r["ts"]), r["bundle"]] for r in placed if r["lookup"] and logged_by_leader(
+    return [[_ms(r["ts"]), r["bundle"], r.get("selected")] for r in placed if r["lookup"] and logged_by_leader(
         r["broker"], _ms(r["ts"]), [t for t, _ in elected], [b for _, b in elected])]
 
 

@@ -24,9 +24,9 @@ def _tick(ts: int) -> ObservedTick:
 
 def test_each_tick_gets_the_lookups_logged_since_the_previous_one() -> None:
     """Up to and including the tick's time; the first tick takes every earlier one; none after the last tick."""
-    lookups = [[5, "a"], [10, "b"], [15, "c"], [15, "d"], [31, "e"]]
+    lookups = [[5, "a", None], [10, "b", "x:1"], [15, "c", None], [15, "d", None], [31, "e", None]]
     got = [obs.lookups for obs in with_lookups(iter([_tick(10), _tick(20), _tick(30)]), lookups)]
-    assert got == [((5, "a"), (10, "b")), ((15, "c"), (15, "d")), ()]
+    assert got == [((5, "a", None), (10, "b", "x:1")), ((15, "c", None), (15, "d", None)), ()]
 
 
 def test_the_3_0_audit_places_the_leaders_16_lookups_as_it_did() -> None:

@@ -214,11 +214,14 @@ def assign_detailed(
     policies: NamespacePolicies,
     rng: np.random.Generator,
     available: np.ndarray | None = None,
+    observed: Mapping[str, str] | None = None,
 ) -> list[tuple[str, Placement]]:
-    """:func:`assign` with each bundle's :class:`Placement` (its ``drawn_among``: the brokers it was drawn from)."""
+    """:func:`assign` with each bundle's :class:`Placement` (its ``drawn_among``: the brokers it was drawn from);
+    ``observed``: per bundle, the broker the real leader preallocated it to (``Selection.assign_detailed``)."""
+    seen = observed or {}
     with derived_cache(ld):
         place = selection(ld, conf, placement_strategy, leader_state, policies, available)
-        return [(b, place.assign_detailed(b, rng)) for b in bundles]  # select_broker_for_assignment
+        return [(b, place.assign_detailed(b, rng, seen.get(b))) for b in bundles]  # select_broker_for_assignment
 
 
 def strategies_state(shedder: LoadSheddingStrategy, placement: ModularLoadManagerStrategy) -> dict[str, Any]:
@@ -425,10 +428,14 @@ class ModularLoadManager:
             return ld.brokers.ids[int(ld.bundles.owner[row])]
         return None
 
-    def assign(self, bundles: Iterable[str], ld: LoadData) -> list[tuple[str, str | None]]:
+    def assign(self, bundles: Iterable[str], ld: LoadData,
+               observed: Mapping[str, str] | None = None) -> list[tuple[str, str | None]]:
         """``selectBrokerForAssignment`` for each bundle in order; (bundle, broker or None). ``assign_draws`` then
-        holds, per bundle whose broker was drawn at random, the brokers it was drawn from."""
-        placed = assign_detailed(bundles, ld, self.conf, self.placement, self.leader(ld), self.policies, self.rng)
+        holds, per bundle whose broker was drawn at random, the brokers it was drawn from. ``observed``: per
+        bundle, the broker the real leader logged choosing (the preallocation follows it; the result is the
+        strategy's own choice)."""
+        placed = assign_detailed(bundles, ld, self.conf, self.placement, self.leader(ld), self.policies, self.rng,
+                                 observed=observed)
         self.assign_draws = {b: p.drawn_among for b, p in placed if p.drawn_among is not None}
         return [(b, p.broker) for b, p in placed]
 

@@ -346,15 +346,21 @@ class Selection:
         """``selectBrokerForAssignment`` (:func:`select_broker_for_assignment`) for ``bundle``."""
         return self.assign_detailed(bundle, rng).broker
 
-    def assign_detailed(self, bundle: str, rng: np.random.Generator) -> Placement:
-        """:meth:`assign` with what :meth:`select` went through (only the broker for a cached decision)."""
+    def assign_detailed(self, bundle: str, rng: np.random.Generator, observed: str | None = None) -> Placement:
+        """:meth:`assign` with what :meth:`select` went through (only the broker for a cached decision).
+        ``observed``: the broker the real leader chose (an audit of its logged "Selected broker"): the strategy is
+        called as on the leader (its state moves), the result is its own choice, but the preallocation goes to the
+        observed broker when it is one of this LoadData's, as the leader's did."""
         ld = self.ld
         known = ld.preallocated_bundle_to_broker.get(bundle)
         if known is not None:
             return Placement(known, row=ld.brokers.index(known))
         result, bundle_row = self._select(bundle, rng)
-        if result.broker is not None:
-            _preallocate(ld, self.leader, bundle, bundle_row, result.row, result.broker)
+        to, to_row = result.broker, result.row
+        if observed is not None and ld.brokers.index(observed) >= 0:
+            to, to_row = observed, ld.brokers.index(observed)
+        if to is not None:
+            _preallocate(ld, self.leader, bundle, bundle_row, to_row, to)
         return result
 
     def candidates(self, bundle: str, ns: str) -> "_Candidates":

@@ -57,48 +57,55 @@ def leader_broker(p: Placement, listed: dict[str, tuple[list[int], list[str]]]) 
     return (brokers[i], "report") if i < len(times) else (None, "unknown")
 
 
-def audit_lookups(spark: Any, lake: str, run_id: str) -> list[tuple[int, str, str | None]]:
-    """The audit's placements of the logged lookups: (logged ms, bundle, the kernel's broker), in the audit's order."""
+AuditLookup = tuple[int, str, str | None, tuple[str, ...]]  # logged ms, bundle, the kernel's broker, drawn among
+
+
+def audit_lookups(spark: Any, lake: str, run_id: str) -> list[AuditLookup]:
+    """The audit's placements of the logged lookups: (logged ms, bundle, the kernel's broker, the brokers it drew
+    from at random, empty when no draw), in the audit's order."""
     from pyspark.sql import functions as F
 
     from lbreplay.lake.tables import table_location
 
     rows = (spark.read.format("delta").load(table_location(lake, "decisions"))
             .where((F.col("run_id") == run_id) & (F.col("action") == "ASSIGN") & (F.col("reason") == RECORDED_LOOKUP))
-            .orderBy("seq").select(F.col("details")["logged_at_ms"].alias("at"), "bundle", "target_broker").collect())
-    return [(int(r["at"]), r["bundle"], r["target_broker"]) for r in rows]
+            .orderBy("seq").select(F.col("details")["logged_at_ms"].alias("at"), "bundle", "target_broker",
+                                   "drawn_among").collect())
+    return [(int(r["at"]), r["bundle"], r["target_broker"], tuple(r["drawn_among"] or ())) for r in rows]
 
 
 def lookup_report(lines: Sequence[str], rows: dict[str, list[dict[str, Any]]],
-                  audited: Callable[[], list[tuple[int, str, str | None]]]) -> dict[str, Any] | None:
+                  audited: Callable[[], list[AuditLookup]]) -> dict[str, Any] | None:
     """How many lookups the leader logged, how many the audit placed (``audited()``, read only when the recording
-    holds placement lines), how many of those whose leader's broker is known went there, and each difference; None
-    when the recording holds no placement line."""
+    holds placement lines), how many of those whose leader's broker is known went there, how many others the
+    audit's placement drew at random among brokers holding the leader's (``drawn``: not a difference; the audit's
+    preallocation follows a logged "Selected broker"), and each difference; None without placement lines."""
     if not placements(lines):
         return None
     audit = audited()
     logged = leader_lookups(lines, rows)
     listed = _first_listing(rows)
-    placed: dict[tuple[int, str], list[str | None]] = {}
-    for at, bundle, broker in audit:
-        placed.setdefault((at, bundle), []).append(broker)
-    compared, same, differences, missing = 0, 0, [], []
+    placed: dict[tuple[int, str], list[tuple[str | None, tuple[str, ...]]]] = {}
+    for at, bundle, broker, drawn_among in audit:
+        placed.setdefault((at, bundle), []).append((broker, drawn_among))
+    compared, same, drawn, differences, missing = 0, 0, 0, [], []
     for p in logged:
         got = placed.get((p.at_ms, p.bundle))
         if not got:
             missing.append(f"{_iso(p.at_ms)} {p.bundle}")
             continue
-        mine = got.pop(0)
+        mine, among = got.pop(0)
         theirs, via = leader_broker(p, listed)
         if theirs is None:
             continue
         compared += 1
         if mine == theirs:
             same += 1
-        else:
-            differences.append({"at": _iso(p.at_ms), "bundle": p.bundle, "candidates": p.candidates,
-                                "leader": theirs, "known_by": via, "audit": mine})
-    return {"logged": len(logged), "placed": len(audit), "compared": compared, "same": same,
+            continue
+        drawn += theirs in among
+        differences.append({"at": _iso(p.at_ms), "bundle": p.bundle, "candidates": p.candidates,
+                            "leader": theirs, "known_by": via, "audit": mine, "drawn_among": list(among)})
+    return {"logged": len(logged), "placed": len(audit), "compared": compared, "same": same, "drawn": drawn,
             "differences": differences, "not_placed": missing}
 
 
@@ -106,10 +113,13 @@ def render_lookups(report: dict[str, Any] | None) -> list[str]:
     """The LOOKUPS line and each difference (nothing without placement lines)."""
     if not report:
         return []
+    drawn = report.get("drawn", 0)
     lines = [f"LOOKUPS: leader logged {report['logged']}, audit placed {report['placed']}; {report['same']} of "
              f"{report['compared']} to the leader's broker (its 'Selected broker' line, else the next report listing "
-             "the bundle)"]
+             f"the bundle), {report['same'] + drawn} counting {drawn} drawn at random among brokers holding it"]
     lines += [f"  lookup not placed: {x}" for x in report["not_placed"]]
     lines += [f"  lookup {d['at']} {d['bundle']} ({d['candidates']} candidates): leader {d['leader']} "
-              f"({d['known_by']}), audit {d['audit']}" for d in report["differences"]]
+              f"({d['known_by']}), audit {d['audit']}"
+              + (f" (drawn among {', '.join(d['drawn_among'])})" if d.get("drawn_among") else "")
+              for d in report["differences"]]
     return lines

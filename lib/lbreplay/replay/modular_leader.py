@@ -275,11 +275,13 @@ class ModularLeader:
         moves with every call); an ASSIGN each, to the kernel's choice. The ownership stays the recorded one."""
         if not view.lookups or self.ld is None or not view.alive.any():
             return []
-        placed = self.manager.assign([bundle for _, bundle in view.lookups], self.ld)
+        # the leader's logged "Selected broker": its preallocation (a draw among equals included) is observed
+        observed = {bundle: selected for _, bundle, selected in view.lookups if selected is not None}
+        placed = self.manager.assign([bundle for _, bundle, _ in view.lookups], self.ld, observed=observed)
         draws = self.manager.assign_draws
         return [with_draw(view.decision("ASSIGN", bundle, None, broker, "recorded lookup (selectBrokerForAssignment)",
                                         self.placement_strategy, {"logged_at_ms": float(ms)}), draws.get(bundle))
-                for (ms, bundle), (_, broker) in zip(view.lookups, placed)]
+                for (ms, bundle, _), (_, broker) in zip(view.lookups, placed)]
 
     def _assign(self, bundles: list[str], view: LoadView, ownership: Ownership) -> list[Decision]:
         """``selectBrokerForAssignment`` for each unowned bundle in order (its next lookup)."""

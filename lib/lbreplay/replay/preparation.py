@@ -462,17 +462,17 @@ def leader_lookups(spark: SparkSession, lake: str, cluster: str, versions: dict[
                    timer: dict[str, Any]) -> list[list[Any]] | None:
     """The lookups a recording's leader logged before the window's end (``leader_placement``: not on a
     ``pulsar-load-manager-*`` thread; logged by the broker the latest election before it elected, per the timer's
-    ``leader_elections`` / ``leader_brokers``, or by an unnamed broker), as [epoch ms, bundle] in logged order;
-    None when the recording holds no placement line."""
+    ``leader_elections`` / ``leader_brokers``, or by an unnamed broker), as [epoch ms, bundle, the broker it logged
+    selecting or None] in logged order; None when the recording holds no placement line."""
     if LEADER_PLACEMENT.name not in versions:
         return None
     before_end = TimeWindow(None, window.end) if window is not None and window.end is not None else None
     rows = read_pinned(spark, lake, LEADER_PLACEMENT.name, versions, cluster, before_end).select(
-        F.unix_millis("ts").alias("ms"), "seq", "broker", "lookup", "bundle").orderBy("ms", "seq").collect()
+        F.unix_millis("ts").alias("ms"), "seq", "broker", "lookup", "bundle", "selected").orderBy("ms", "seq").collect()
     if not rows:
         return None
     elections, leaders = timer.get("leader_elections"), timer.get("leader_brokers")
-    return [[int(r["ms"]), str(r["bundle"])] for r in rows
+    return [[int(r["ms"]), str(r["bundle"]), r["selected"]] for r in rows
             if r["lookup"] and logged_by_leader(r["broker"], int(r["ms"]), elections, leaders)]
 
 

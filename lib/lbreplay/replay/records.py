@@ -71,7 +71,7 @@ class ObservedTick:
     timer_minute: int | None = None
     leader_broker: str | None = None  # the broker the latest election before this tick elected (if known)
     timer_lag_ms: int | None = None  # a timer tick at the leader's logged run: the run's lag behind its minute
-    lookups: tuple[tuple[int, str], ...] | None = None  # the leader's logged lookups since the previous tick
+    lookups: tuple[tuple[int, str, str | None], ...] | None = None  # the leader's logged lookups since the last tick
 
 
 @dataclass
@@ -162,8 +162,8 @@ class LoadView:
     # audit of an extensible recording: each held broker's BrokerLoadData as published (ObservedTick.broker_meta)
     recorded: dict[str, np.ndarray] | None = None
     # audit of a recording with placement lines: the lookups its leader logged since the previous tick (epoch ms,
-    # bundle), in logged order (ObservedTick.lookups); None: the recording holds no placement lines
-    lookups: tuple[tuple[int, str], ...] | None = None
+    # bundle, the broker it logged selecting), in logged order (ObservedTick.lookups); None: no placement lines
+    lookups: tuple[tuple[int, str, str | None], ...] | None = None
 
     @property
     def msg_rate(self) -> np.ndarray:

@@ -13,7 +13,7 @@ import pyarrow.dataset as ds
 from lbreplay.lake.tables import RESOURCES
 from lbreplay.replay.load_model import CpuCalibration
 
-STREAM_FORMAT = 16  # part of the cache key: bump when the stream's layout changes
+STREAM_FORMAT = 17  # part of the cache key: bump when the stream's layout changes
 BROKER_COLUMNS = ("broker_index", *(f"{r}_{k}" for r in RESOURCES for k in ("usage", "limit")), "last_update_ms")
 LOAD_COLUMNS = ("msg_throughput_in", "msg_throughput_out", "msg_rate_in", "msg_rate_out", "sessions")
 # an extensible recording's broker part also carries each version's BrokerLoadData as published (what the leader's
@@ -53,9 +53,9 @@ class StreamManifest:
     # a recording's broker departures ([epoch ms, broker row], time order; broker_departure): from each, the leader
     # holds none of that broker until it writes a report again (tick_stream.without_departed)
     departures: list[list[int]] | None = None
-    # the lookups the recording's leader logged ([epoch ms, bundle] in logged order; leader_placement: its own, not
-    # its shedding runs' destination choices): an audit places each at the first tick at or after it. None: the
-    # recording holds no placement lines
+    # the lookups the recording's leader logged ([epoch ms, bundle, selected broker or None] in logged order;
+    # leader_placement: its own, not its shedding runs' destination choices): an audit places each at the first tick
+    # at or after it, preallocated where the leader logged selecting it. None: no placement lines
     lookups: list[list[Any]] | None = None
     # the versions are an extensible recording's (BrokerLoadData + TopBundlesLoadData): the broker part has the
     # RECORDED_LOAD_DATA columns, the bundle part each version's top bundles

@@ -158,14 +158,14 @@ def leader_held_view(ticks: Iterator[ObservedTick], nb: int, hold_ms: int | None
 
 
 def with_lookups(ticks: Iterator[ObservedTick], lookups: list[list[Any]]) -> Iterator[ObservedTick]:
-    """Each tick with the lookups (``[epoch ms, bundle]``, logged order) the leader logged since the previous tick
+    """Each tick with the lookups (``[epoch ms, bundle, selected]``, logged order) the leader logged since the previous tick
     (the first tick: every one up to it), as ``ObservedTick.lookups``; lookups after the last tick are left out."""
     at = 0
     for obs in ticks:
         start = at
         while at < len(lookups) and int(lookups[at][0]) <= obs.ts_ms:
             at += 1
-        obs.lookups = tuple((int(ms), str(b)) for ms, b in lookups[start:at])
+        obs.lookups = tuple((int(ms), str(b), None if s is None else str(s)) for ms, b, s in lookups[start:at])
         yield obs
 
 
