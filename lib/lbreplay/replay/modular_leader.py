@@ -90,6 +90,7 @@ class ModularLeader:
         self._shedding_lag_ms = 0  # LoadSheddingTask's start behind its timer minute: its earlier runs' durations
         self._last_timer_run = 0
         self._split_done: set[str] = set()  # audit of report versions: bundles split (a retry is refused: it is gone)
+        self._split_dropped: list[tuple[int, list[str]]] = []  # (tick ms, bundles whose BundleData a split check dropped)
         self.store: BundleDataStore | None = None  # the recorded BundleData (getBundleDataOrDefaultAsync), if any
         # audit of report versions: each broker's TimeAverageBrokerData as of the last updateBundleData (its reset)
         self._time_average: dict[str, tuple[np.ndarray, np.ndarray]] = {}
@@ -127,6 +128,8 @@ class ModularLeader:
             ld, samples=samples, refresh=bool(refresh), stored=stored,
             after_samples=self._keep_time_average if view.listings is not None else None,
             leader_owned=functools.partial(self._leader_owned, view=view))
+        if quota:
+            self._quota_ran_at_its_minute(ld, view)
         if refresh and conf["loadBalancerAutoBundleSplitEnabled"]:  # updateAll ends with the split check
             decisions += self._split(ld, view, ownership, to_assign)
             assert self.ld is not None
@@ -139,6 +142,19 @@ class ModularLeader:
         if self.store is not None and self.ld is not None:
             self.store.note_held(self.ld.bundles, view.ts_ms)
         return decisions
+
+    def _quota_ran_at_its_minute(self, ld: LoadData, view: LoadView) -> None:
+        """``LoadResourceQuotaUpdaterTask`` runs at its fixed rate, on the timer minute; a shedding run lags it by
+        its earlier runs' durations, and this tick is that lagged run. A report written in between came after the
+        quota task's ``updateBundleData`` on the leader: the split check it triggered dropped BundleData the
+        quota's sample (taken here, later) must not bring back before the shedding run."""
+        if not view.timer_minute or not view.timer_lag_ms:
+            return
+        minute_ms = view.ts_ms - int(view.timer_lag_ms)
+        rows = [ld.bundles.index(b) for t, found in self._split_dropped if minute_ms < t < view.ts_ms for b in found]
+        for row in rows:
+            if row >= 0:
+                ld.bundles.has_bundle_data[row] = False
 
     def _leader_owned(self, ld: LoadData, *, view: LoadView) -> set[str] | None:
         """In an audit of a recording whose leader is known: the bundles the leader owns
@@ -235,6 +251,8 @@ class ModularLeader:
         layout = ownership.layout
         found = self.manager.check_split(ld, _namespace_boundaries(layout),
                                          should_unload=self.manager.split_children_unload(ld))
+        self._split_dropped = [x for x in self._split_dropped if x[0] > view.ts_ms - 60_000]
+        self._split_dropped.append((view.ts_ms, [d.bundle for d in found]))
         out = []
         changed = False
         looked_up: list[str] = []  # an audit's unloaded split children, looked up at once
