@@ -24,7 +24,7 @@ from lbreplay.kernel.load_data import (
 )
 from lbreplay.kernel.preallocated_bundle_data import preallocation_sums
 from lbreplay.kernel.resource_usage import overload_check_usage
-from lbreplay.kernel.strategy import best_draw, draw_best_broker
+from lbreplay.kernel.strategy import best_draw
 
 
 def preallocated_long_term_rate(ld: LoadData) -> np.ndarray:
@@ -135,11 +135,6 @@ def least_score_rows(candidates: np.ndarray, scores: np.ndarray) -> np.ndarray:
         return cand[s == least]
     valid = ~np.isnan(s)
     return cand[valid & (s == s[valid].min())] if valid.any() else cand
-
-
-def pick_least(candidates: np.ndarray, scores: np.ndarray, rng: np.random.Generator) -> int:
-    """:func:`least_score_rows`, then a uniform pick (drawn only when several tie). -1 for no candidates."""
-    return draw_best_broker(least_score_rows(candidates, scores), rng)
 
 
 class LeastLongTermMessageRate:

@@ -357,8 +357,9 @@ class Selection:
             return Placement(known, row=ld.brokers.index(known))
         result, bundle_row = self._select(bundle, rng)
         to, to_row = result.broker, result.row
-        if observed is not None and ld.brokers.index(observed) >= 0:
-            to, to_row = observed, ld.brokers.index(observed)
+        observed_row = -1 if observed is None else ld.brokers.index(observed)
+        if observed_row >= 0:
+            to, to_row = observed, observed_row
         if to is not None:
             _preallocate(ld, self.leader, bundle, bundle_row, to_row, to)
         return result

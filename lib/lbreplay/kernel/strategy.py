@@ -74,11 +74,6 @@ def best_draw(best: np.ndarray, rng: np.random.Generator) -> tuple[int, np.ndarr
     return int(rows[rng.integers(best.size)]), rows
 
 
-def draw_best_broker(best: np.ndarray, rng: np.random.Generator) -> int:
-    """The row :func:`best_draw` draws (-1 for none)."""
-    return best_draw(best, rng)[0]
-
-
 class ModularLoadManagerStrategy(Protocol):
     def select_broker(
         self, candidates: np.ndarray, bundle: str, ld: LoadData, conf: PulsarConfig, rng: np.random.Generator
